@@ -1,0 +1,34 @@
+import { DynamicModule, Module } from '@nestjs/common';
+import { APP_FILTER } from '@nestjs/core';
+import { ApprovalsModule } from './approvals/approvals.module';
+import { AuthModule } from './auth/auth.module';
+import { AlcartaConfigModule, ConfigOptions } from './config/config.module';
+import { DatabaseModule } from './database/database.module';
+import { EventsModule } from './events/events.module';
+import { HealthModule } from './health/health.module';
+import { RestExceptionFilter } from './http/rest-exception.filter';
+import { LoggingModule } from './logging/logging.module';
+import { MailModule } from './mail/mail.module';
+import { McpModule } from './mcp/mcp.module';
+
+/** The HTTP server: REST API, MCP endpoint, health. */
+@Module({})
+export class AppModule {
+  static register(options: ConfigOptions = {}): DynamicModule {
+    return {
+      module: AppModule,
+      imports: [
+        AlcartaConfigModule.forRoot(options),
+        LoggingModule,
+        DatabaseModule.forRoot(),
+        EventsModule,
+        MailModule,
+        ApprovalsModule,
+        AuthModule,
+        McpModule,
+        HealthModule,
+      ],
+      providers: [{ provide: APP_FILTER, useClass: RestExceptionFilter }],
+    };
+  }
+}

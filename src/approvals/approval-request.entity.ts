@@ -1,0 +1,65 @@
+import { Column, CreateDateColumn, Entity, PrimaryColumn } from 'typeorm';
+
+export type RequestKind = 'send_email' | 'approval';
+export type RequestState = 'pending' | 'approved' | 'rejected' | 'expired' | 'cancelled';
+
+export const REQUEST_STATES: readonly RequestState[] = ['pending', 'approved', 'rejected', 'expired', 'cancelled'];
+export const TERMINAL_STATES: readonly RequestState[] = ['approved', 'rejected', 'expired', 'cancelled'];
+
+/** The email a `send_email` request will record (and send) once a person approves it. */
+export interface EmailDraft {
+  from: string;
+  to: string[];
+  cc: string[];
+  subject: string;
+  text: string;
+  html: string | null;
+  in_reply_to_message_id: string | null;
+}
+
+@Entity({ name: 'approval_requests' })
+export class ApprovalRequestEntity {
+  @PrimaryColumn({ type: 'text' })
+  id: string;
+
+  @Column({ name: 'mailbox_id', type: 'text' })
+  mailboxId: string;
+
+  @Column({ type: 'text' })
+  kind: RequestKind;
+
+  @Column({ type: 'text' })
+  state: RequestState;
+
+  @Column({ type: 'text' })
+  title: string;
+
+  @Column({ type: 'text', nullable: true })
+  details: string | null;
+
+  @Column({ type: 'jsonb', nullable: true })
+  email: EmailDraft | null;
+
+  /** Id of the token that asked. */
+  @Column({ name: 'created_by', type: 'text' })
+  createdBy: string;
+
+  @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
+  createdAt: Date;
+
+  @Column({ name: 'expires_at', type: 'timestamptz' })
+  expiresAt: Date;
+
+  @Column({ name: 'decided_at', type: 'timestamptz', nullable: true })
+  decidedAt: Date | null;
+
+  /** Id of the token that approved, rejected or cancelled; null for expiry. */
+  @Column({ name: 'decided_by', type: 'text', nullable: true })
+  decidedBy: string | null;
+
+  @Column({ type: 'text', nullable: true })
+  reason: string | null;
+
+  @Column({ name: 'sent_message_id', type: 'text', nullable: true })
+  sentMessageId: string | null;
+}

@@ -1,0 +1,85 @@
+import { Injectable } from '@nestjs/common';
+import { InjectRepository } from '@nestjs/typeorm';
+import { EntityManager, FindOptionsWhere, In, Repository } from 'typeorm';
+import { MailboxAccess } from '../auth/caller';
+import { ApprovalRequestEntity, RequestState } from './approval-request.entity';
+
+export interface RequestListFilter {
+  access: MailboxAccess;
+  state?: RequestState;
+  mailboxId?: string;
+  limit: number;
+}
+
+@Injectable()
+export class ApprovalRequestRepository {
+  constructor(@InjectRepository(ApprovalRequestEntity) private readonly requests: Repository<ApprovalRequestEntity>) {}
+
+  async insert(
+    manager: EntityManager,
+    request: Omit<ApprovalRequestEntity, 'createdAt'>,
+  ): Promise<ApprovalRequestEntity> {
+    await manager.insert(ApprovalRequestEntity, request);
+    return manager.findOneByOrFail(ApprovalRequestEntity, { id: request.id });
+  }
+
+  findVisible(id: string, access: MailboxAccess): Promise<ApprovalRequestEntity | null> {
+    return this.requests.findOneBy(visible(access, { id }));
+  }
+
+  /** Reads the request and locks it until the transaction ends, so concurrent decisions queue up. */
+  lockVisible(manager: EntityManager, id: string, access: MailboxAccess): Promise<ApprovalRequestEntity | null> {
+    return manager.findOne(ApprovalRequestEntity, {
+      where: visible(access, { id }),
+      lock: { mode: 'pessimistic_write' },
+    });
+  }
+
+  async update(manager: EntityManager, request: ApprovalRequestEntity): Promise<void> {
+    await manager.update(
+      ApprovalRequestEntity,
+      { id: request.id },
+      {
+        state: request.state,
+        decidedAt: request.decidedAt,
+        decidedBy: request.decidedBy,
+        reason: request.reason,
+        sentMessageId: request.sentMessageId,
+      },
+    );
+  }
+
+  /** With `mailboxId`, the caller has already checked that the mailbox is visible. */
+  list(filter: RequestListFilter): Promise<ApprovalRequestEntity[]> {
+    const where: FindOptionsWhere<ApprovalRequestEntity> = {};
+    if (filter.state) where.state = filter.state;
+    if (filter.mailboxId) where.mailboxId = filter.mailboxId;
+    return this.requests.find({
+      where: filter.mailboxId ? where : visible(filter.access, where),
+      order: { createdAt: 'DESC', id: 'DESC' },
+      take: filter.limit,
+    });
+  }
+
+  /**
+   * Pending requests past their expiry, locked; rows another replica's sweeper holds are skipped,
+   * so sweepers on several replicas share the work instead of waiting on each other.
+   */
+  lockOverdue(manager: EntityManager, limit: number): Promise<ApprovalRequestEntity[]> {
+    return manager
+      .createQueryBuilder(ApprovalRequestEntity, 'r')
+      .where(`r.state = 'pending' AND r.expires_at <= now()`)
+      .orderBy('r.expires_at', 'ASC')
+      .limit(limit)
+      .setLock('pessimistic_write')
+      .setOnLocked('skip_locked')
+      .getMany();
+  }
+}
+
+function visible(
+  access: MailboxAccess,
+  where: FindOptionsWhere<ApprovalRequestEntity>,
+): FindOptionsWhere<ApprovalRequestEntity> {
+  return access.all ? where : { ...where, mailboxId: In([...access.ids]) };
+}

@@ -1,0 +1,226 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource, EntityManager } from 'typeorm';
+import { Caller } from '../auth/caller';
+import { conflict, invalidRequest, notFound } from '../common/errors';
+import { newId } from '../common/ids';
+import { EventLog } from '../events/event-log';
+import { MailboxService } from '../mail/mailbox.service';
+import { MessageService } from '../mail/message.service';
+import { ApprovalRequestEntity, EmailDraft, RequestKind, RequestState } from './approval-request.entity';
+import { ApprovalRequestRepository } from './approval-request.repository';
+import { createdRequestView, requestView } from './request.views';
+
+export const DEFAULT_EXPIRY_SECONDS = 24 * 3600;
+export const MAX_EXPIRY_SECONDS = 7 * 24 * 3600;
+const SWEEP_BATCH = 500;
+
+export interface NewApproval {
+  mailboxId: string;
+  title: string;
+  details?: string;
+  expiresInSeconds?: number;
+}
+
+export interface NewEmail {
+  mailboxId: string;
+  to: string[];
+  cc?: string[];
+  subject: string;
+  text: string;
+  html?: string;
+  inReplyToMessageId?: string;
+  expiresInSeconds?: number;
+}
+
+type Decision = 'approved' | 'rejected' | 'cancelled';
+
+/**
+ * The life of an approval request: pending → approved | rejected | expired | cancelled. Every
+ * transition happens under the request's row lock, appends its event and rings the doorbell in the
+ * same transaction. A request past its expiry is expired by whoever touches it first (a reader, a
+ * decision or the sweeper), so a late approval can never win over the deadline.
+ */
+@Injectable()
+export class ApprovalService {
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly requests: ApprovalRequestRepository,
+    private readonly mailboxes: MailboxService,
+    private readonly messages: MessageService,
+    private readonly eventLog: EventLog,
+  ) {}
+
+  async requestApproval(caller: Caller, input: NewApproval) {
+    await this.mailboxes.getVisible(caller, input.mailboxId);
+    return this.create(
+      caller,
+      input.mailboxId,
+      'approval',
+      input.title,
+      input.details ?? null,
+      null,
+      input.expiresInSeconds,
+    );
+  }
+
+  async requestEmail(caller: Caller, input: NewEmail) {
+    const mailbox = await this.mailboxes.getVisible(caller, input.mailboxId);
+    if (input.inReplyToMessageId) await this.messages.assertInMailbox(caller, mailbox.id, input.inReplyToMessageId);
+    const draft: EmailDraft = {
+      from: mailbox.address,
+      to: input.to,
+      cc: input.cc ?? [],
+      subject: input.subject,
+      text: input.text,
+      html: input.html ?? null,
+      in_reply_to_message_id: input.inReplyToMessageId ?? null,
+    };
+    const title = `Send email "${input.subject}" to ${input.to.join(', ')}`;
+    return this.create(caller, mailbox.id, 'send_email', title, null, draft, input.expiresInSeconds);
+  }
+
+  async get(caller: Caller, requestId: string) {
+    const request = await this.requests.findVisible(requestId, caller.mailboxAccess);
+    if (!request) throw notFound('request', requestId);
+    if (request.state === 'pending' && isOverdue(request)) return requestView(await this.expire(caller, requestId));
+    return requestView(request);
+  }
+
+  async list(caller: Caller, filter: { state?: RequestState; mailboxId?: string; limit: number }) {
+    if (filter.mailboxId) await this.mailboxes.getVisible(caller, filter.mailboxId);
+    const rows = await this.requests.list({ access: caller.mailboxAccess, ...filter });
+    return { requests: rows.map(requestView) };
+  }
+
+  cancel(caller: Caller, requestId: string) {
+    return this.decide(caller, requestId, 'cancelled', null);
+  }
+
+  /** Approve, reject or cancel a pending request; anything else is a conflict naming the state. */
+  async decide(caller: Caller, requestId: string, decision: Decision, reason: string | null) {
+    const outcome = await this.dataSource.transaction(async (manager) => {
+      const request = await this.requests.lockVisible(manager, requestId, caller.mailboxAccess);
+      if (!request) throw notFound('request', requestId);
+      if (request.state === 'pending' && isOverdue(request)) {
+        await this.transition(manager, request, 'expired', null, null);
+        return { request, applied: false };
+      }
+      if (request.state !== 'pending') return { request, applied: false };
+      await this.transition(manager, request, decision, caller.tokenId, reason);
+      return { request, applied: true };
+    });
+    if (!outcome.applied) {
+      throw conflict('request_not_pending', `The request is already ${outcome.request.state}.`, {
+        request_id: requestId,
+        state: outcome.request.state,
+      });
+    }
+    return requestView(outcome.request);
+  }
+
+  /** Moves every overdue pending request to `expired`; returns how many it moved. */
+  async expireOverdue(): Promise<number> {
+    return this.dataSource.transaction(async (manager) => {
+      const overdue = await this.requests.lockOverdue(manager, SWEEP_BATCH);
+      for (const request of overdue) await this.transition(manager, request, 'expired', null, null);
+      return overdue.length;
+    });
+  }
+
+  private async expire(caller: Caller, requestId: string): Promise<ApprovalRequestEntity> {
+    return this.dataSource.transaction(async (manager) => {
+      const request = await this.requests.lockVisible(manager, requestId, caller.mailboxAccess);
+      if (!request) throw notFound('request', requestId);
+      if (request.state === 'pending' && isOverdue(request))
+        await this.transition(manager, request, 'expired', null, null);
+      return request;
+    });
+  }
+
+  private async create(
+    caller: Caller,
+    mailboxId: string,
+    kind: RequestKind,
+    title: string,
+    details: string | null,
+    email: EmailDraft | null,
+    expiresInSeconds = DEFAULT_EXPIRY_SECONDS,
+  ) {
+    if (expiresInSeconds > MAX_EXPIRY_SECONDS) {
+      throw invalidRequest(
+        'expiry_exceeds_limit',
+        `expires_in_seconds may be at most ${MAX_EXPIRY_SECONDS} (7 days).`,
+        {
+          max_expires_in_seconds: MAX_EXPIRY_SECONDS,
+        },
+      );
+    }
+    const request = await this.dataSource.transaction(async (manager) => {
+      const created = await this.requests.insert(manager, {
+        id: newId('chk'),
+        mailboxId,
+        kind,
+        state: 'pending',
+        title,
+        details,
+        email,
+        createdBy: caller.tokenId,
+        expiresAt: new Date(Date.now() + expiresInSeconds * 1000),
+        decidedAt: null,
+        decidedBy: null,
+        reason: null,
+        sentMessageId: null,
+      });
+      await this.eventLog.appendRequestEvent(manager, mailboxId, {
+        type: 'request_state_changed',
+        request_id: created.id,
+        state: 'pending',
+        previous_state: null,
+        changed_at: created.createdAt.toISOString(),
+      });
+      return created;
+    });
+    return createdRequestView(request);
+  }
+
+  /** The one place a request changes state. An approved email is recorded in its mailbox here. */
+  private async transition(
+    manager: EntityManager,
+    request: ApprovalRequestEntity,
+    to: RequestState,
+    decidedBy: string | null,
+    reason: string | null,
+  ): Promise<void> {
+    const from = request.state;
+    const now = new Date();
+    request.state = to;
+    request.decidedAt = now;
+    request.decidedBy = decidedBy;
+    request.reason = reason;
+    if (to === 'approved' && request.kind === 'send_email' && request.email) {
+      const sent = await this.messages.recordOutbound(manager, request.mailboxId, {
+        from: request.email.from,
+        to: request.email.to,
+        cc: request.email.cc,
+        subject: request.email.subject,
+        text: request.email.text,
+        html: request.email.html,
+        inReplyToMessageId: request.email.in_reply_to_message_id,
+      });
+      request.sentMessageId = sent.id;
+    }
+    await this.requests.update(manager, request);
+    await this.eventLog.appendRequestEvent(manager, request.mailboxId, {
+      type: 'request_state_changed',
+      request_id: request.id,
+      state: to,
+      previous_state: from,
+      changed_at: now.toISOString(),
+    });
+  }
+}
+
+function isOverdue(request: ApprovalRequestEntity): boolean {
+  return request.expiresAt.getTime() <= Date.now();
+}

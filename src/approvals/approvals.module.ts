@@ -1,0 +1,17 @@
+import { Module } from '@nestjs/common';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { EventsModule } from '../events/events.module';
+import { MailModule } from '../mail/mail.module';
+import { ApprovalRequestEntity } from './approval-request.entity';
+import { ApprovalRequestRepository } from './approval-request.repository';
+import { ApprovalService } from './approval.service';
+import { RequestExpirySweeper } from './request-expiry.sweeper';
+import { RequestsController } from './requests.controller';
+
+@Module({
+  imports: [TypeOrmModule.forFeature([ApprovalRequestEntity]), MailModule, EventsModule],
+  controllers: [RequestsController],
+  providers: [ApprovalRequestRepository, ApprovalService, RequestExpirySweeper],
+  exports: [ApprovalService, RequestExpirySweeper],
+})
+export class ApprovalsModule {}

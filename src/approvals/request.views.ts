@@ -1,0 +1,24 @@
+import { ApprovalRequestEntity } from './approval-request.entity';
+
+/** A request as `get_request` and the REST API show it; absent optional fields are left out. */
+export function requestView(r: ApprovalRequestEntity) {
+  return {
+    request_id: r.id,
+    mailbox_id: r.mailboxId,
+    kind: r.kind,
+    state: r.state,
+    title: r.title,
+    ...(r.details !== null && { details: r.details }),
+    ...(r.email !== null && { email: r.email }),
+    created_at: r.createdAt.toISOString(),
+    ...(r.decidedAt !== null && { decided_at: r.decidedAt.toISOString() }),
+    ...(r.decidedBy !== null && { decided_by: r.decidedBy }),
+    ...(r.reason !== null && { reason: r.reason }),
+    ...(r.sentMessageId !== null && { sent_message_id: r.sentMessageId }),
+    expires_at: r.expiresAt.toISOString(),
+  };
+}
+
+export function createdRequestView(r: ApprovalRequestEntity) {
+  return { request_id: r.id, state: r.state, expires_at: r.expiresAt.toISOString() };
+}

@@ -1,0 +1,14 @@
+import { TokenEntity } from './token.entity';
+
+/** A token as the API shows it: never the secret, never its hash. */
+export function tokenView(t: TokenEntity) {
+  return {
+    token_id: t.id,
+    name: t.name,
+    scopes: t.scopes,
+    mailboxes: t.mailboxes,
+    expires_at: t.expiresAt?.toISOString() ?? null,
+    revoked_at: t.revokedAt?.toISOString() ?? null,
+    created_at: t.createdAt.toISOString(),
+  };
+}

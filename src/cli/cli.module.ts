@@ -1,0 +1,17 @@
+import { DynamicModule, Module } from '@nestjs/common';
+import { AuthModule } from '../auth/auth.module';
+import { AlcartaConfigModule, ConfigOptions } from '../config/config.module';
+import { DatabaseModule } from '../database/database.module';
+import { LoggingModule } from '../logging/logging.module';
+import { MailModule } from '../mail/mail.module';
+
+/** What the administrative CLI needs: the database, tokens and mailboxes; no HTTP, no jobs. */
+@Module({})
+export class CliModule {
+  static register(options: ConfigOptions): DynamicModule {
+    return {
+      module: CliModule,
+      imports: [AlcartaConfigModule.forRoot(options), LoggingModule, DatabaseModule.forRoot(), MailModule, AuthModule],
+    };
+  }
+}

@@ -1,0 +1,39 @@
+import { resolve } from 'node:path';
+import { Environment } from './environment';
+
+/** Typed, derived view of the validated environment that the rest of the application injects. */
+export class AppConfig {
+  readonly port: number;
+  readonly host: string;
+  readonly databaseUrl: string | undefined;
+  readonly dataDir: string;
+  readonly runMigrations: boolean;
+  readonly bootstrapTokenSecret: string | undefined;
+  readonly publicUrl: string;
+  readonly allowedOrigins: readonly string[];
+  readonly maxBodyBytes: number;
+  readonly maxIngestBytes: number;
+  readonly logLevel: string;
+  readonly dbPoolSize: number;
+  readonly expirySweepMs: number;
+  readonly shutdownGraceMs: number;
+
+  constructor(env: Environment) {
+    this.port = env.PORT;
+    this.host = env.ALCARTA_HOST;
+    this.databaseUrl = env.DATABASE_URL;
+    this.dataDir = resolve(env.ALCARTA_DATA_DIR);
+    this.runMigrations = env.ALCARTA_MIGRATIONS === 'on';
+    this.bootstrapTokenSecret = env.ALCARTA_BOOTSTRAP_TOKEN;
+    this.publicUrl = env.ALCARTA_PUBLIC_URL.replace(/\/+$/, '');
+    this.allowedOrigins = env.ALCARTA_ALLOWED_ORIGINS.split(',')
+      .map((o) => o.trim().replace(/\/+$/, ''))
+      .filter((o) => o.length > 0);
+    this.maxBodyBytes = env.ALCARTA_MAX_BODY_BYTES;
+    this.maxIngestBytes = env.ALCARTA_MAX_INGEST_BYTES;
+    this.logLevel = env.ALCARTA_LOG_LEVEL;
+    this.dbPoolSize = env.ALCARTA_DB_POOL_SIZE;
+    this.expirySweepMs = env.ALCARTA_EXPIRY_SWEEP_SECONDS * 1000;
+    this.shutdownGraceMs = env.ALCARTA_SHUTDOWN_GRACE_SECONDS * 1000;
+  }
+}

@@ -1,0 +1,87 @@
+import { plainToInstance, Transform, Type } from 'class-transformer';
+import { IsIn, IsInt, IsOptional, IsString, IsUrl, Matches, Max, Min, validateSync } from 'class-validator';
+
+const emptyToUndefined = ({ value }: { value: unknown }): unknown =>
+  typeof value === 'string' && value.trim() === '' ? undefined : value;
+
+/**
+ * Every setting of the server, read from the environment (and `.env` when present). Defaults here
+ * are the ones documented in `.env.example` and the README; a bad value stops the process at start
+ * with a message naming the variable, instead of surfacing later as a confusing failure.
+ */
+export class Environment {
+  @Type(() => Number)
+  @IsInt()
+  @Min(0)
+  @Max(65535)
+  PORT: number = 3000;
+
+  @IsString()
+  ALCARTA_HOST: string = '0.0.0.0';
+
+  @Transform(emptyToUndefined)
+  @IsOptional()
+  @Matches(/^postgres(ql)?:\/\//, { message: 'DATABASE_URL must be a postgres:// or postgresql:// URL' })
+  DATABASE_URL?: string;
+
+  @IsString()
+  ALCARTA_DATA_DIR: string = './.alcarta';
+
+  @IsIn(['on', 'off'])
+  ALCARTA_MIGRATIONS: 'on' | 'off' = 'on';
+
+  @Transform(emptyToUndefined)
+  @IsOptional()
+  @Matches(/^alc_[0-9A-Za-z]{43,}$/, {
+    message: 'ALCARTA_BOOTSTRAP_TOKEN must be "alc_" followed by at least 43 base62 characters',
+  })
+  ALCARTA_BOOTSTRAP_TOKEN?: string;
+
+  @IsUrl({ require_tld: false, require_protocol: true, protocols: ['http', 'https'] })
+  ALCARTA_PUBLIC_URL: string = 'http://localhost:3000';
+
+  @IsString()
+  ALCARTA_ALLOWED_ORIGINS: string = '';
+
+  @Type(() => Number)
+  @IsInt()
+  @Min(1024)
+  ALCARTA_MAX_BODY_BYTES: number = 1024 * 1024;
+
+  @Type(() => Number)
+  @IsInt()
+  @Min(1024)
+  ALCARTA_MAX_INGEST_BYTES: number = 25 * 1024 * 1024;
+
+  @IsIn(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+  ALCARTA_LOG_LEVEL: string = 'info';
+
+  @Type(() => Number)
+  @IsInt()
+  @Min(2)
+  @Max(1000)
+  ALCARTA_DB_POOL_SIZE: number = 10;
+
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(3600)
+  ALCARTA_EXPIRY_SWEEP_SECONDS: number = 5;
+
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(3600)
+  ALCARTA_SHUTDOWN_GRACE_SECONDS: number = 10;
+}
+
+/** Validates raw environment variables; throws one error that lists every invalid variable. */
+export function validateEnvironment(raw: Record<string, unknown>): Environment {
+  const env = plainToInstance(Environment, raw, { exposeDefaultValues: true });
+  const errors = validateSync(env, { whitelist: false, forbidUnknownValues: false });
+  if (errors.length > 0) {
+    const lines = errors.map((e) => `  ${e.property}: ${Object.values(e.constraints ?? {}).join('; ')}`);
+    throw new Error(`Invalid configuration:\n${lines.join('\n')}`);
+  }
+  return env;
+}

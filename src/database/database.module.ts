@@ -1,0 +1,26 @@
+import { DynamicModule, Global, Module } from '@nestjs/common';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { AppConfig } from '../config/app-config';
+import { dataSourceOptions } from './data-source-options';
+import { MigrationRunner } from './migration-runner';
+
+@Global()
+@Module({})
+export class DatabaseModule {
+  static forRoot(): DynamicModule {
+    return {
+      module: DatabaseModule,
+      imports: [
+        TypeOrmModule.forRootAsync({
+          inject: [AppConfig],
+          useFactory: (config: AppConfig) => {
+            if (!config.databaseUrl) throw new Error('DATABASE_URL is not set and no embedded database was started');
+            return dataSourceOptions(config.databaseUrl, config.dbPoolSize);
+          },
+        }),
+      ],
+      providers: [MigrationRunner],
+      exports: [MigrationRunner],
+    };
+  }
+}

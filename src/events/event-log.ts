@@ -1,0 +1,59 @@
+import { Injectable } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
+import { QueryDeepPartialEntity } from 'typeorm/query-builder/QueryPartialEntity';
+import { DOORBELL_CHANNEL, encodeDoorbell } from './doorbell';
+import { EventEntity } from './event.entity';
+
+export interface MessageEventPayload {
+  type: 'message_received' | 'message_sent';
+  mailbox_id: string;
+  message_id: string;
+  from: string;
+  subject: string;
+  received_at: string;
+}
+
+export interface RequestEventPayload {
+  type: 'request_state_changed';
+  request_id: string;
+  state: string;
+  previous_state: string | null;
+  changed_at: string;
+}
+
+/**
+ * The append-only event log. Callers append inside the transaction that makes the change, so an
+ * event exists exactly when its change committed, and the doorbell rings on the same commit.
+ */
+@Injectable()
+export class EventLog {
+  async appendMessageEvent(manager: EntityManager, payload: MessageEventPayload): Promise<void> {
+    await this.insert(manager, {
+      type: payload.type,
+      mailboxId: payload.mailbox_id,
+      messageId: payload.message_id,
+      requestId: null,
+      payload: { ...payload },
+    });
+    await this.ring(manager, encodeDoorbell({ kind: 'message', mailboxId: payload.mailbox_id }));
+  }
+
+  async appendRequestEvent(manager: EntityManager, mailboxId: string, payload: RequestEventPayload): Promise<void> {
+    await this.insert(manager, {
+      type: payload.type,
+      mailboxId,
+      messageId: null,
+      requestId: payload.request_id,
+      payload: { ...payload },
+    });
+    await this.ring(manager, encodeDoorbell({ kind: 'request', mailboxId, requestId: payload.request_id }));
+  }
+
+  private async insert(manager: EntityManager, row: Omit<EventEntity, 'id' | 'createdAt'>): Promise<void> {
+    await manager.insert(EventEntity, row as QueryDeepPartialEntity<EventEntity>);
+  }
+
+  private async ring(manager: EntityManager, payload: string): Promise<void> {
+    await manager.query('SELECT pg_notify($1, $2)', [DOORBELL_CHANNEL, payload]);
+  }
+}

@@ -1,0 +1,26 @@
+import { Controller, Get } from '@nestjs/common';
+import { HealthCheck, HealthCheckService, TypeOrmHealthIndicator } from '@nestjs/terminus';
+import { Public } from '../auth/auth.decorators';
+
+@Controller('health')
+@Public()
+export class HealthController {
+  constructor(
+    private readonly health: HealthCheckService,
+    private readonly database: TypeOrmHealthIndicator,
+  ) {}
+
+  /** The process is up and serving HTTP; nothing external is checked (a restart would not help). */
+  @Get('live')
+  @HealthCheck()
+  live() {
+    return this.health.check([]);
+  }
+
+  /** Send traffic here: the database answers. */
+  @Get('ready')
+  @HealthCheck()
+  ready() {
+    return this.health.check([() => this.database.pingCheck('database').withTimeout(2000)]);
+  }
+}

@@ -1,0 +1,52 @@
+import express, { NextFunction, Request, RequestHandler, Response } from 'express';
+import { AppConfig } from '../config/app-config';
+
+const INGEST_PATH = /^\/v1\/mailboxes\/[^/]+\/messages\/?$/;
+
+interface BodyParserError {
+  type?: string;
+  status?: number;
+  limit?: number;
+}
+
+/**
+ * One body parser per kind of route, with the size limits of SPEC §7: ingest takes JSON or raw
+ * `message/rfc822` up to ALCARTA_MAX_INGEST_BYTES, everything else JSON up to ALCARTA_MAX_BODY_BYTES.
+ * Parser failures are answered here, in the dialect of the route (JSON-RPC for /mcp), instead of
+ * reaching Express's default HTML error page.
+ */
+export function bodyParsers(config: AppConfig): RequestHandler {
+  const json = express.json({ limit: config.maxBodyBytes });
+  const ingest = [
+    express.json({ limit: config.maxIngestBytes }),
+    express.raw({ type: 'message/rfc822', limit: config.maxIngestBytes }),
+  ];
+  return (req: Request, res: Response, next: NextFunction) => {
+    const parsers = req.method === 'POST' && INGEST_PATH.test(req.path) ? ingest : [json];
+    const runFrom = (i: number) => {
+      if (i === parsers.length) return next();
+      parsers[i](req, res, (err?: unknown) => (err ? reject(req, res, err) : runFrom(i + 1)));
+    };
+    runFrom(0);
+  };
+}
+
+function reject(req: Request, res: Response, err: BodyParserError): void {
+  const tooLarge = err.type === 'entity.too.large';
+  const malformed = err.type === 'entity.parse.failed';
+  const status = tooLarge ? 413 : malformed ? 400 : err.status && err.status < 500 ? err.status : 400;
+  const message = tooLarge
+    ? `The request body is larger than the limit of ${err.limit} bytes.`
+    : malformed
+      ? 'The request body is not valid JSON.'
+      : 'The request body could not be read.';
+  if (req.path === '/mcp') {
+    const code = malformed ? -32700 : -32600;
+    res
+      .status(status)
+      .json({ jsonrpc: '2.0', id: null, error: { code, message: malformed ? 'Parse error' : message } });
+    return;
+  }
+  const reason = tooLarge ? 'body_too_large' : malformed ? 'malformed_json' : 'unreadable_body';
+  res.status(status).json({ error: 'invalid_request', reason, message });
+}

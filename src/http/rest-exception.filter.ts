@@ -1,0 +1,56 @@
+import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
+import { Request, Response } from 'express';
+import { AlcartaError, ErrorCode } from '../common/errors';
+
+const STATUS: Record<ErrorCode, HttpStatus> = {
+  invalid_request: HttpStatus.BAD_REQUEST,
+  unauthorized: HttpStatus.UNAUTHORIZED,
+  forbidden: HttpStatus.FORBIDDEN,
+  not_found: HttpStatus.NOT_FOUND,
+  conflict: HttpStatus.CONFLICT,
+  limit_exceeded: HttpStatus.TOO_MANY_REQUESTS,
+};
+
+export const WWW_AUTHENTICATE = 'Bearer realm="alcarta"';
+
+/**
+ * Every HTTP error leaves as `{"error", "reason", "message"}` JSON. Unexpected failures are logged
+ * with their stack and answered with a bare 500, so no internals reach a client.
+ */
+@Catch()
+export class RestExceptionFilter implements ExceptionFilter {
+  private readonly logger = new Logger(RestExceptionFilter.name);
+
+  catch(exception: unknown, host: ArgumentsHost): void {
+    const res = host.switchToHttp().getResponse<Response>();
+    const req = host.switchToHttp().getRequest<Request>();
+    if (res.headersSent) {
+      res.end();
+      return;
+    }
+    const { status, body } = this.describe(exception, req);
+    if (status === HttpStatus.UNAUTHORIZED) res.setHeader('WWW-Authenticate', WWW_AUTHENTICATE);
+    res.status(status).json(body);
+  }
+
+  private describe(exception: unknown, req: Request): { status: HttpStatus; body: Record<string, unknown> } {
+    if (exception instanceof AlcartaError) return { status: STATUS[exception.code], body: exception.toBody() };
+    if (exception instanceof HttpException) {
+      const status = exception.getStatus() as HttpStatus;
+      if (status === HttpStatus.NOT_FOUND) {
+        return {
+          status,
+          body: { error: 'not_found', reason: 'no_such_route', message: `No route ${req.method} ${req.path}.` },
+        };
+      }
+      if (status < HttpStatus.INTERNAL_SERVER_ERROR) {
+        return { status, body: { error: 'invalid_request', reason: 'http_error', message: exception.message } };
+      }
+    }
+    this.logger.error(exception instanceof Error ? exception : String(exception));
+    return {
+      status: HttpStatus.INTERNAL_SERVER_ERROR,
+      body: { error: 'internal_error', message: 'The server failed to handle this request.' },
+    };
+  }
+}

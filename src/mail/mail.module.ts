@@ -1,0 +1,20 @@
+import { Module } from '@nestjs/common';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { EventsModule } from '../events/events.module';
+import { MailboxEntity } from './mailbox.entity';
+import { MailboxRepository } from './mailbox.repository';
+import { MailboxService } from './mailbox.service';
+import { MailboxesController } from './mailboxes.controller';
+import { MessageEntity } from './message.entity';
+import { MessageIngestController } from './message-ingest.controller';
+import { MessageRepository } from './message.repository';
+import { MessageSequence } from './message-sequence';
+import { MessageService } from './message.service';
+
+@Module({
+  imports: [TypeOrmModule.forFeature([MailboxEntity, MessageEntity]), EventsModule],
+  controllers: [MailboxesController, MessageIngestController],
+  providers: [MailboxRepository, MessageRepository, MessageSequence, MailboxService, MessageService],
+  exports: [MailboxService, MessageService],
+})
+export class MailModule {}

@@ -1,0 +1,45 @@
+import { Injectable } from '@nestjs/common';
+import { InjectRepository } from '@nestjs/typeorm';
+import { In, QueryFailedError, Repository } from 'typeorm';
+import { MailboxAccess } from '../auth/caller';
+import { conflict } from '../common/errors';
+import { MailboxEntity } from './mailbox.entity';
+
+const UNIQUE_VIOLATION = '23505';
+
+@Injectable()
+export class MailboxRepository {
+  constructor(@InjectRepository(MailboxEntity) private readonly mailboxes: Repository<MailboxEntity>) {}
+
+  async insert(mailbox: Pick<MailboxEntity, 'id' | 'address' | 'name'>): Promise<MailboxEntity> {
+    try {
+      await this.mailboxes.insert(mailbox);
+    } catch (err) {
+      if (err instanceof QueryFailedError && (err.driverError as { code?: string }).code === UNIQUE_VIOLATION) {
+        throw conflict('address_taken', `A mailbox with the address ${mailbox.address} already exists.`, {
+          address: mailbox.address,
+        });
+      }
+      throw err;
+    }
+    return this.mailboxes.findOneByOrFail({ id: mailbox.id });
+  }
+
+  list(access: MailboxAccess): Promise<MailboxEntity[]> {
+    return this.mailboxes.find({
+      where: access.all ? {} : { id: In([...access.ids]) },
+      order: { createdAt: 'ASC', id: 'ASC' },
+    });
+  }
+
+  async findVisible(id: string, access: MailboxAccess): Promise<MailboxEntity | null> {
+    if (!access.all && !access.ids.includes(id)) return null;
+    return this.mailboxes.findOneBy({ id });
+  }
+
+  async existingIds(ids: readonly string[]): Promise<string[]> {
+    if (ids.length === 0) return [];
+    const rows = await this.mailboxes.find({ select: { id: true }, where: { id: In([...ids]) } });
+    return rows.map((r) => r.id);
+  }
+}

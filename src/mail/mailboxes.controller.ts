@@ -1,0 +1,21 @@
+import { Body, Controller, Get, Post } from '@nestjs/common';
+import { CurrentCaller, RequireScopes } from '../auth/auth.decorators';
+import { Caller } from '../auth/caller';
+import { CreateMailboxDto } from './dto/create-mailbox.dto';
+import { MailboxService } from './mailbox.service';
+
+@Controller('v1/mailboxes')
+@RequireScopes('admin')
+export class MailboxesController {
+  constructor(private readonly mailboxes: MailboxService) {}
+
+  @Post()
+  create(@Body() body: CreateMailboxDto) {
+    return this.mailboxes.create(body.address, body.name ?? null);
+  }
+
+  @Get()
+  list(@CurrentCaller() caller: Caller) {
+    return this.mailboxes.list(caller);
+  }
+}

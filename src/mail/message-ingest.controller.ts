@@ -1,0 +1,52 @@
+import { Body, Controller, Param, Post, Req } from '@nestjs/common';
+import { Request } from 'express';
+import { CurrentCaller, RequireScopes } from '../auth/auth.decorators';
+import { Caller } from '../auth/caller';
+import { validateBody } from '../http/validation';
+import { IngestMessageDto } from './dto/ingest-message.dto';
+import { InboundMessage } from './inbound-message';
+import { MessageService } from './message.service';
+import { parseRfc822 } from './rfc822-parser';
+
+/** Message-IDs compare with their angle brackets, however the sender wrote them. */
+function normaliseMessageId(value: string | undefined): string | null {
+  const trimmed = value?.trim();
+  if (!trimmed) return null;
+  return trimmed.startsWith('<') ? trimmed : `<${trimmed}>`;
+}
+
+@Controller('v1/mailboxes/:mailbox_id/messages')
+@RequireScopes('mail:ingest')
+export class MessageIngestController {
+  constructor(private readonly messages: MessageService) {}
+
+  /** Body parsing for this route accepts JSON and `message/rfc822` (see http/body-parsers.ts). */
+  @Post()
+  async ingest(
+    @CurrentCaller() caller: Caller,
+    @Param('mailbox_id') mailboxId: string,
+    @Req() req: Request,
+    @Body() body: unknown,
+  ) {
+    const message = req.is('message/rfc822')
+      ? await parseRfc822(body as Buffer)
+      : fromJson(await validateBody(IngestMessageDto, body));
+    const { messageId, duplicate } = await this.messages.ingest(caller, mailboxId, message);
+    return { message_id: messageId, duplicate };
+  }
+}
+
+function fromJson(dto: IngestMessageDto): InboundMessage {
+  return {
+    from: dto.from,
+    to: dto.to,
+    cc: dto.cc ?? [],
+    subject: dto.subject,
+    text: dto.text,
+    html: dto.html ?? null,
+    messageIdHeader: normaliseMessageId(dto.message_id_header),
+    inReplyTo: normaliseMessageId(dto.in_reply_to),
+    references: [],
+    receivedAt: dto.received_at ?? null,
+  };
+}

@@ -1,0 +1,53 @@
+import { Column, CreateDateColumn, Entity, PrimaryColumn } from 'typeorm';
+import { bigintAsNumber } from '../database/column-transformers';
+
+export type Direction = 'inbound' | 'outbound';
+
+@Entity({ name: 'messages' })
+export class MessageEntity {
+  @PrimaryColumn({ type: 'text' })
+  id: string;
+
+  @Column({ name: 'mailbox_id', type: 'text' })
+  mailboxId: string;
+
+  /** The message's position in its mailbox: gap-free, in commit order (see MessageSequence). */
+  @Column({ name: 'mailbox_seq', type: 'bigint', transformer: bigintAsNumber })
+  mailboxSeq: number;
+
+  @Column({ type: 'text' })
+  direction: Direction;
+
+  @Column({ name: 'from_address', type: 'text' })
+  from: string;
+
+  @Column({ name: 'to_addresses', type: 'text', array: true })
+  to: string[];
+
+  @Column({ name: 'cc_addresses', type: 'text', array: true })
+  cc: string[];
+
+  @Column({ type: 'text' })
+  subject: string;
+
+  @Column({ name: 'text_body', type: 'text' })
+  text: string;
+
+  @Column({ name: 'html_body', type: 'text', nullable: true })
+  html: string | null;
+
+  @Column({ name: 'message_id_header', type: 'text', nullable: true })
+  messageIdHeader: string | null;
+
+  @Column({ name: 'in_reply_to', type: 'text', nullable: true })
+  inReplyTo: string | null;
+
+  @Column({ name: 'thread_id', type: 'text' })
+  threadId: string;
+
+  @Column({ name: 'received_at', type: 'timestamptz' })
+  receivedAt: Date;
+
+  @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
+  createdAt: Date;
+}

@@ -1,0 +1,31 @@
+import { MailboxEntity } from './mailbox.entity';
+import { MessageEntity } from './message.entity';
+
+/** The JSON shapes of SPEC §3.1, used alike by the MCP tools and the REST API. */
+export function mailboxView(m: MailboxEntity) {
+  return { mailbox_id: m.id, address: m.address, name: m.name };
+}
+
+export function messageSummary(m: MessageEntity) {
+  return {
+    message_id: m.id,
+    mailbox_id: m.mailboxId,
+    direction: m.direction,
+    from: m.from,
+    to: m.to,
+    subject: m.subject,
+    received_at: m.receivedAt.toISOString(),
+  };
+}
+
+export function messageDetail(m: MessageEntity) {
+  return {
+    ...messageSummary(m),
+    cc: m.cc,
+    text: m.text,
+    html: m.html,
+    message_id_header: m.messageIdHeader,
+    in_reply_to: m.inReplyTo,
+    thread_id: m.threadId,
+  };
+}

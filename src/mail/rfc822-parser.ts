@@ -1,0 +1,46 @@
+import { AddressObject, simpleParser } from 'mailparser';
+import { invalidRequest } from '../common/errors';
+import { InboundMessage } from './inbound-message';
+
+function addresses(field: AddressObject | AddressObject[] | undefined): string[] {
+  const groups = field === undefined ? [] : Array.isArray(field) ? field : [field];
+  const out: string[] = [];
+  const visit = (entries: AddressObject['value']) => {
+    for (const entry of entries) {
+      if (entry.address) out.push(entry.address);
+      if (entry.group) visit(entry.group);
+    }
+  };
+  for (const group of groups) visit(group.value);
+  return out;
+}
+
+function messageIds(value: string | string[] | undefined): string[] {
+  if (value === undefined) return [];
+  return (Array.isArray(value) ? value : value.split(/\s+/)).map((v) => v.trim()).filter((v) => v.length > 0);
+}
+
+/** Parses a raw RFC 5322 message (MIME, encodings, charsets) into the fields Alcarta keeps. */
+export async function parseRfc822(raw: Buffer): Promise<InboundMessage> {
+  if (raw.length === 0) throw invalidRequest('empty_message', 'The message/rfc822 body is empty.');
+  let parsed;
+  try {
+    parsed = await simpleParser(raw, { skipImageLinks: true, skipTextToHtml: true, keepCidLinks: true });
+  } catch (err) {
+    throw invalidRequest('unparseable_message', `The message could not be parsed: ${(err as Error).message}`);
+  }
+  const from = addresses(parsed.from)[0];
+  if (!from) throw invalidRequest('missing_from', 'The message has no From address.');
+  return {
+    from,
+    to: addresses(parsed.to),
+    cc: addresses(parsed.cc),
+    subject: parsed.subject ?? '',
+    text: parsed.text ?? '',
+    html: typeof parsed.html === 'string' ? parsed.html : null,
+    messageIdHeader: parsed.messageId?.trim() || null,
+    inReplyTo: parsed.inReplyTo ?? null,
+    references: messageIds(parsed.references),
+    receivedAt: null,
+  };
+}

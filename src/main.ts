@@ -1,0 +1,56 @@
+import 'reflect-metadata';
+import { AppConfig } from './config/app-config';
+import { validateEnvironment } from './config/environment';
+import { openEmbeddedPostgres } from './database/embedded-postgres';
+import { createRootLogger } from './logging/logger';
+import { startServer } from './server';
+
+/**
+ * `npm start` / `node dist/main.js`. Without DATABASE_URL the server brings its own PostgreSQL
+ * (data under ALCARTA_DATA_DIR) and stops it on exit. SIGTERM and SIGINT close the server
+ * gracefully and exit 0, or force the exit after ALCARTA_SHUTDOWN_GRACE_SECONDS.
+ */
+async function main(): Promise<void> {
+  const config = new AppConfig(validateEnvironment(process.env));
+  const log = createRootLogger(config.logLevel);
+  const embedded = config.databaseUrl
+    ? undefined
+    : await openEmbeddedPostgres(config.dataDir, {
+        persistent: true,
+        onLog: (line) => log.debug({ component: 'postgres' }, line),
+      });
+  if (embedded) log.info({ data_dir: config.dataDir }, 'embedded PostgreSQL started');
+
+  let server;
+  try {
+    server = await startServer({ overrides: { DATABASE_URL: embedded?.url ?? config.databaseUrl } });
+  } catch (err) {
+    await embedded?.close();
+    throw err;
+  }
+  log.info({ url: server.url, port: config.port }, 'Alcarta is listening');
+
+  let stopping = false;
+  const shutdown = (signal: NodeJS.Signals) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'shutting down');
+    setTimeout(() => {
+      log.error({ grace_ms: config.shutdownGraceMs }, 'shutdown grace period exceeded; exiting');
+      process.exit(1);
+    }, config.shutdownGraceMs).unref();
+    void (async () => {
+      await server.close();
+      await embedded?.close();
+      log.info('stopped');
+      process.exit(0);
+    })();
+  };
+  process.on('SIGTERM', shutdown);
+  process.on('SIGINT', shutdown);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`Alcarta failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});

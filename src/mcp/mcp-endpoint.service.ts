@@ -1,0 +1,38 @@
+import { Injectable } from '@nestjs/common';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { Request, Response } from 'express';
+import { Caller } from '../auth/caller';
+import { McpServerFactory } from './mcp-server.factory';
+import { revisionOf, SUPPORTED_REVISIONS } from './protocol-revision';
+
+/**
+ * Serves one POST /mcp over Streamable HTTP in stateless mode: a fresh server and transport per
+ * request, closed when the response ends. The body was parsed (and size-limited) by the HTTP layer.
+ */
+@Injectable()
+export class McpEndpoint {
+  constructor(private readonly servers: McpServerFactory) {}
+
+  async handle(caller: Caller, req: Request, res: Response): Promise<void> {
+    const revision = revisionOf(req.body, req.headers['mcp-protocol-version']);
+    if (!revision) {
+      res.status(400).json({
+        jsonrpc: '2.0',
+        id: null,
+        error: {
+          code: -32000,
+          message: `Bad Request: Unsupported protocol version (supported versions: ${SUPPORTED_REVISIONS.join(', ')})`,
+        },
+      });
+      return;
+    }
+    const server = this.servers.create(caller, revision);
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+    res.on('close', () => {
+      void transport.close();
+      void server.close();
+    });
+    await server.connect(transport);
+    await transport.handleRequest(req, res, req.body);
+  }
+}

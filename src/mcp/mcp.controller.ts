@@ -1,0 +1,29 @@
+import { Controller, Delete, Get, Header, HttpCode, Post, Req, Res } from '@nestjs/common';
+import { Request, Response } from 'express';
+import { CurrentCaller, Public } from '../auth/auth.decorators';
+import { Caller } from '../auth/caller';
+import { McpEndpoint } from './mcp-endpoint.service';
+
+@Controller('mcp')
+export class McpController {
+  constructor(private readonly endpoint: McpEndpoint) {}
+
+  @Post()
+  async post(@CurrentCaller() caller: Caller, @Req() req: Request, @Res() res: Response): Promise<void> {
+    await this.endpoint.handle(caller, req, res);
+  }
+
+  /** Stateless server: no standalone SSE stream to GET, no session to DELETE. */
+  @Get()
+  @Delete()
+  @Public()
+  @HttpCode(405)
+  @Header('Allow', 'POST')
+  methodNotAllowed() {
+    return {
+      jsonrpc: '2.0',
+      id: null,
+      error: { code: -32000, message: 'Method not allowed: this server is stateless; use POST.' },
+    };
+  }
+}

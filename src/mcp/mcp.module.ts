@@ -1,0 +1,33 @@
+import { MiddlewareConsumer, Module, NestModule } from '@nestjs/common';
+import { ApprovalsModule } from '../approvals/approvals.module';
+import { MailModule } from '../mail/mail.module';
+import { McpController } from './mcp.controller';
+import { McpEndpoint } from './mcp-endpoint.service';
+import { McpServerFactory } from './mcp-server.factory';
+import { OriginCheckMiddleware } from './origin-check.middleware';
+import { ToolCatalog } from './tool-catalog';
+import { TOOL_PROVIDERS, ToolProvider } from './tool-definition';
+import { ApprovalTools } from './tools/approval.tools';
+import { MailTools } from './tools/mail.tools';
+
+@Module({
+  imports: [MailModule, ApprovalsModule],
+  controllers: [McpController],
+  providers: [
+    MailTools,
+    ApprovalTools,
+    {
+      provide: TOOL_PROVIDERS,
+      inject: [MailTools, ApprovalTools],
+      useFactory: (...providers: ToolProvider[]) => providers,
+    },
+    ToolCatalog,
+    McpServerFactory,
+    McpEndpoint,
+  ],
+})
+export class McpModule implements NestModule {
+  configure(consumer: MiddlewareConsumer): void {
+    consumer.apply(OriginCheckMiddleware).forRoutes('mcp');
+  }
+}

@@ -1,0 +1,45 @@
+import { z } from 'zod';
+import { Caller } from '../auth/caller';
+import { Scope } from '../auth/scopes';
+import { ProtocolRevision } from './protocol-revision';
+
+export interface ToolContext {
+  caller: Caller;
+  revision: ProtocolRevision;
+  /** Aborted when the client cancels the request or its connection closes. */
+  signal: AbortSignal;
+}
+
+export interface ToolAnnotations {
+  readOnlyHint?: boolean;
+  destructiveHint?: boolean;
+  idempotentHint?: boolean;
+  openWorldHint?: boolean;
+}
+
+/**
+ * One MCP tool: its contract (name, description, argument schema), who may call it, and a thin
+ * handler that calls one service. Handlers return the structured result or throw AlcartaError.
+ */
+export interface ToolDefinition<Args extends z.ZodObject = z.ZodObject> {
+  name: string;
+  title: string;
+  description: string;
+  input: Args;
+  /** Any one of these scopes allows the tool; empty means every token may use it. */
+  scopes: readonly Scope[];
+  annotations?: ToolAnnotations;
+  handle(args: z.output<Args>, ctx: ToolContext): Promise<object>;
+}
+
+/** Keeps the argument type of `handle` tied to the schema. */
+export function defineTool<Args extends z.ZodObject>(tool: ToolDefinition<Args>): ToolDefinition {
+  return tool;
+}
+
+/** Token providers of tool lists; the catalog gathers every provider registered under it. */
+export const TOOL_PROVIDERS = Symbol('TOOL_PROVIDERS');
+
+export interface ToolProvider {
+  tools(): ToolDefinition[];
+}

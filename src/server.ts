@@ -1,0 +1,54 @@
+import { NestFactory } from '@nestjs/core';
+import { NestExpressApplication } from '@nestjs/platform-express';
+import { Logger } from 'pino';
+import { AppModule } from './app.module';
+import { RequestExpirySweeper } from './approvals/request-expiry.sweeper';
+import { BootstrapTokenService } from './auth/bootstrap-token.service';
+import { AppConfig } from './config/app-config';
+import { MigrationRunner } from './database/migration-runner';
+import { bodyParsers } from './http/body-parsers';
+import { requestLogger } from './http/request-logger';
+import { createValidationPipe } from './http/validation';
+import { PinoNestLogger } from './logging/logger';
+import { ROOT_LOGGER } from './logging/logging.module';
+
+export interface ServerOptions {
+  /** Settings that win over the environment: the embedded database URL, test settings. */
+  overrides?: Record<string, string | undefined>;
+}
+
+export interface RunningServer {
+  app: NestExpressApplication;
+  /** The address actually bound (useful with PORT=0). */
+  url: string;
+  close(): Promise<void>;
+}
+
+/**
+ * Start-up, in order: configuration, database, migrations (unless ALCARTA_MIGRATIONS=off), the
+ * bootstrap admin token, background jobs, then the HTTP listener. `main.ts` and the end-to-end tests
+ * both start the server through here, so the tests exercise the real start-up path.
+ */
+export async function startServer(options: ServerOptions = {}): Promise<RunningServer> {
+  const app = await NestFactory.create<NestExpressApplication>(AppModule.register(options), {
+    bodyParser: false,
+    bufferLogs: true,
+  });
+  app.useLogger(app.get(PinoNestLogger));
+  app.flushLogs();
+  const config = app.get(AppConfig);
+  app.set('trust proxy', true);
+  app.set('x-powered-by', false);
+  app.use(requestLogger(app.get<Logger>(ROOT_LOGGER)));
+  app.use(bodyParsers(config));
+  app.useGlobalPipes(createValidationPipe());
+
+  if (config.runMigrations) await app.get(MigrationRunner).run();
+  await app.get(BootstrapTokenService).ensureAdminToken();
+  app.get(RequestExpirySweeper).start();
+
+  await app.listen(config.port, config.host);
+  const address = app.getHttpServer().address();
+  const port = typeof address === 'object' && address ? address.port : config.port;
+  return { app, url: `http://127.0.0.1:${port}`, close: () => app.close() };
+}
