@@ -1,4 +1,6 @@
-import { Column, CreateDateColumn, Entity, PrimaryColumn } from 'typeorm';
+import { Check, Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryColumn } from 'typeorm';
+import { MailboxEntity } from '../mail/mailbox.entity';
+import { MessageEntity } from '../mail/message.entity';
 
 export type RequestKind = 'send_email' | 'approval';
 export type RequestState = 'pending' | 'approved' | 'rejected' | 'expired' | 'cancelled';
@@ -18,12 +20,21 @@ export interface EmailDraft {
 }
 
 @Entity({ name: 'approval_requests' })
+@Check('approval_requests_kind_check', `kind IN ('send_email', 'approval')`)
+@Check('approval_requests_state_check', `state IN ('pending', 'approved', 'rejected', 'expired', 'cancelled')`)
+@Index('approval_requests_mailbox_created', ['mailboxId', 'createdAt'])
+/** Pending requests by expiry, for the sweeper (partial; owned by the migration). */
+@Index('approval_requests_pending_expiry', { synchronize: false })
 export class ApprovalRequestEntity {
   @PrimaryColumn({ type: 'text' })
   id: string;
 
   @Column({ name: 'mailbox_id', type: 'text' })
   mailboxId: string;
+
+  @ManyToOne(() => MailboxEntity)
+  @JoinColumn({ name: 'mailbox_id', foreignKeyConstraintName: 'approval_requests_mailbox_id_fkey' })
+  mailbox?: MailboxEntity;
 
   @Column({ type: 'text' })
   kind: RequestKind;
@@ -62,4 +73,8 @@ export class ApprovalRequestEntity {
 
   @Column({ name: 'sent_message_id', type: 'text', nullable: true })
   sentMessageId: string | null;
+
+  @ManyToOne(() => MessageEntity)
+  @JoinColumn({ name: 'sent_message_id', foreignKeyConstraintName: 'approval_requests_sent_message_id_fkey' })
+  sentMessage?: MessageEntity;
 }

@@ -1,15 +1,25 @@
-import { Column, CreateDateColumn, Entity, PrimaryColumn } from 'typeorm';
+import { Check, Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryColumn, Unique } from 'typeorm';
 import { bigintAsNumber } from '../database/column-transformers';
+import { MailboxEntity } from './mailbox.entity';
 
 export type Direction = 'inbound' | 'outbound';
 
 @Entity({ name: 'messages' })
+@Unique('messages_mailbox_seq_key', ['mailboxId', 'mailboxSeq'])
+@Check('messages_direction_check', `direction IN ('inbound', 'outbound')`)
+@Index('messages_thread_lookup', ['mailboxId', 'messageIdHeader'])
+/** Idempotent ingest: one inbound message per Message-ID per mailbox (partial; owned by the migration). */
+@Index('messages_inbound_message_id_key', { synchronize: false })
 export class MessageEntity {
   @PrimaryColumn({ type: 'text' })
   id: string;
 
   @Column({ name: 'mailbox_id', type: 'text' })
   mailboxId: string;
+
+  @ManyToOne(() => MailboxEntity)
+  @JoinColumn({ name: 'mailbox_id', foreignKeyConstraintName: 'messages_mailbox_id_fkey' })
+  mailbox?: MailboxEntity;
 
   /** The message's position in its mailbox: gap-free, in commit order (see MessageSequence). */
   @Column({ name: 'mailbox_seq', type: 'bigint', transformer: bigintAsNumber })
