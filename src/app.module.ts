@@ -9,7 +9,9 @@ import { HealthModule } from './health/health.module';
 import { RestExceptionFilter } from './http/rest-exception.filter';
 import { LoggingModule } from './logging/logging.module';
 import { MailModule } from './mail/mail.module';
+import { LifecycleModule } from './lifecycle/lifecycle.module';
 import { McpModule } from './mcp/mcp.module';
+import { WaitsModule } from './waits/waits.module';
 
 /** The HTTP server: REST API, MCP endpoint, health. */
 @Module({})
@@ -20,11 +22,13 @@ export class AppModule {
       imports: [
         AlcartaConfigModule.forRoot(options),
         LoggingModule,
+        LifecycleModule,
         DatabaseModule.forRoot(),
         EventsModule,
         MailModule,
         ApprovalsModule,
         AuthModule,
+        WaitsModule,
         McpModule,
         HealthModule,
       ],

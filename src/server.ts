@@ -6,11 +6,14 @@ import { RequestExpirySweeper } from './approvals/request-expiry.sweeper';
 import { BootstrapTokenService } from './auth/bootstrap-token.service';
 import { AppConfig } from './config/app-config';
 import { MigrationRunner } from './database/migration-runner';
+import { DoorbellListener } from './events/doorbell-listener';
+import { DrainState } from './lifecycle/drain-state';
 import { bodyParsers } from './http/body-parsers';
 import { requestLogger } from './http/request-logger';
 import { createValidationPipe } from './http/validation';
 import { PinoNestLogger } from './logging/logger';
 import { ROOT_LOGGER } from './logging/logging.module';
+import { WaitEngine } from './waits/wait-engine';
 
 export interface ServerOptions {
   /** Settings that win over the environment: the embedded database URL, test settings. */
@@ -21,6 +24,7 @@ export interface RunningServer {
   app: NestExpressApplication;
   /** The address actually bound (useful with PORT=0). */
   url: string;
+  /** Graceful stop: readiness fails, blocked waits answer `shutdown`, then everything closes. */
   close(): Promise<void>;
 }
 
@@ -45,10 +49,21 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
 
   if (config.runMigrations) await app.get(MigrationRunner).run();
   await app.get(BootstrapTokenService).ensureAdminToken();
+  await app.get(DoorbellListener).start();
+  app.get(WaitEngine).start();
   app.get(RequestExpirySweeper).start();
 
   await app.listen(config.port, config.host);
   const address = app.getHttpServer().address();
   const port = typeof address === 'object' && address ? address.port : config.port;
-  return { app, url: `http://127.0.0.1:${port}`, close: () => app.close() };
+  const drain = app.get(DrainState);
+  return {
+    app,
+    url: `http://127.0.0.1:${port}`,
+    close: async () => {
+      // Draining first answers every blocked wait (shutdown: true), so the HTTP server can close.
+      drain.begin();
+      await app.close();
+    },
+  };
 }

@@ -17,6 +17,10 @@ export class AppConfig {
   readonly dbPoolSize: number;
   readonly expirySweepMs: number;
   readonly shutdownGraceMs: number;
+  readonly maxMessageWaitSeconds: number;
+  readonly maxRequestWaitSeconds: number;
+  readonly waitRecheckMs: number;
+  readonly keepaliveMs: number;
 
   constructor(env: Environment) {
     this.port = env.PORT;
@@ -35,5 +39,9 @@ export class AppConfig {
     this.dbPoolSize = env.ALCARTA_DB_POOL_SIZE;
     this.expirySweepMs = env.ALCARTA_EXPIRY_SWEEP_SECONDS * 1000;
     this.shutdownGraceMs = env.ALCARTA_SHUTDOWN_GRACE_SECONDS * 1000;
+    this.maxMessageWaitSeconds = env.ALCARTA_MAX_MESSAGE_WAIT_SECONDS;
+    this.maxRequestWaitSeconds = env.ALCARTA_MAX_REQUEST_WAIT_SECONDS;
+    this.waitRecheckMs = env.ALCARTA_WAIT_RECHECK_SECONDS * 1000;
+    this.keepaliveMs = env.ALCARTA_KEEPALIVE_SECONDS * 1000;
   }
 }

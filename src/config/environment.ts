@@ -73,6 +73,30 @@ export class Environment {
   @Min(1)
   @Max(3600)
   ALCARTA_SHUTDOWN_GRACE_SECONDS: number = 10;
+
+  @Type(() => Number)
+  @IsInt()
+  @Min(0)
+  ALCARTA_MAX_MESSAGE_WAIT_SECONDS: number = 300;
+
+  @Type(() => Number)
+  @IsInt()
+  @Min(0)
+  ALCARTA_MAX_REQUEST_WAIT_SECONDS: number = 14400;
+
+  /** Bound on the delay of a lost doorbell: parked waits are re-checked (one query) this often. */
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(30)
+  ALCARTA_WAIT_RECHECK_SECONDS: number = 15;
+
+  /** Blocking calls send an SSE comment (and progress, when asked) this often; at most 15 s. */
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(15)
+  ALCARTA_KEEPALIVE_SECONDS: number = 10;
 }
 
 /** Validates raw environment variables; throws one error that lists every invalid variable. */

@@ -13,3 +13,11 @@ export type Doorbell =
 export function encodeDoorbell(bell: Doorbell): string {
   return bell.kind === 'message' ? `m ${bell.mailboxId}` : `r ${bell.mailboxId} ${bell.requestId}`;
 }
+
+/** Inverse of encodeDoorbell; undefined for payloads that are not ours. */
+export function decodeDoorbell(payload: string): Doorbell | undefined {
+  const [kind, mailboxId, requestId] = payload.split(' ');
+  if (kind === 'm' && mailboxId) return { kind: 'message', mailboxId };
+  if (kind === 'r' && mailboxId && requestId) return { kind: 'request', mailboxId, requestId };
+  return undefined;
+}

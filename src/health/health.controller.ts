@@ -1,6 +1,7 @@
 import { Controller, Get } from '@nestjs/common';
 import { HealthCheck, HealthCheckService, TypeOrmHealthIndicator } from '@nestjs/terminus';
 import { Public } from '../auth/auth.decorators';
+import { ReadinessIndicator } from './readiness.indicator';
 
 @Controller('health')
 @Public()
@@ -8,6 +9,7 @@ export class HealthController {
   constructor(
     private readonly health: HealthCheckService,
     private readonly database: TypeOrmHealthIndicator,
+    private readonly readiness: ReadinessIndicator,
   ) {}
 
   /** The process is up and serving HTTP; nothing external is checked (a restart would not help). */
@@ -17,10 +19,10 @@ export class HealthController {
     return this.health.check([]);
   }
 
-  /** Send traffic here: the database answers. */
+  /** Send traffic here: the database answers, the doorbell listener is connected, not draining. */
   @Get('ready')
   @HealthCheck()
   ready() {
-    return this.health.check([() => this.database.pingCheck('database').withTimeout(2000)]);
+    return this.health.check([...this.readiness.check(), () => this.database.pingCheck('database').withTimeout(2000)]);
   }
 }

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { Request, Response } from 'express';
 import { Caller } from '../auth/caller';
+import { AppConfig } from '../config/app-config';
 import { McpServerFactory } from './mcp-server.factory';
 import { revisionOf, SUPPORTED_REVISIONS } from './protocol-revision';
 
@@ -11,7 +12,10 @@ import { revisionOf, SUPPORTED_REVISIONS } from './protocol-revision';
  */
 @Injectable()
 export class McpEndpoint {
-  constructor(private readonly servers: McpServerFactory) {}
+  constructor(
+    private readonly servers: McpServerFactory,
+    private readonly config: AppConfig,
+  ) {}
 
   async handle(caller: Caller, req: Request, res: Response): Promise<void> {
     const revision = revisionOf(req.body, req.headers['mcp-protocol-version']);
@@ -27,7 +31,12 @@ export class McpEndpoint {
       return;
     }
     const server = this.servers.create(caller, revision);
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+    // Responses are SSE streams with a comment every keep-alive interval, so no proxy sees an idle
+    // connection during a blocking wait.
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      keepAliveMs: this.config.keepaliveMs,
+    });
     res.on('close', () => {
       void transport.close();
       void server.close();

@@ -39,9 +39,22 @@ export class McpServerFactory {
       instructions: INSTRUCTIONS,
     }));
     server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: this.catalog.list(caller) }));
-    server.setRequestHandler(CallToolRequestSchema, (request, extra) =>
-      this.catalog.call(request.params.name, request.params.arguments, { caller, revision, signal: extra.signal }),
-    );
+    server.setRequestHandler(CallToolRequestSchema, (request, extra) => {
+      const progressToken = request.params._meta?.progressToken;
+      return this.catalog.call(request.params.name, request.params.arguments, {
+        caller,
+        revision,
+        signal: extra.signal,
+        progress:
+          progressToken === undefined
+            ? undefined
+            : (progress, message) =>
+                extra.sendNotification({
+                  method: 'notifications/progress',
+                  params: { progressToken, progress, message },
+                }),
+      });
+    });
     return server;
   }
 }

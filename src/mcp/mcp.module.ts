@@ -9,16 +9,19 @@ import { ToolCatalog } from './tool-catalog';
 import { TOOL_PROVIDERS, ToolProvider } from './tool-definition';
 import { ApprovalTools } from './tools/approval.tools';
 import { MailTools } from './tools/mail.tools';
+import { WaitTools } from './tools/wait.tools';
+import { WaitsModule } from '../waits/waits.module';
 
 @Module({
-  imports: [MailModule, ApprovalsModule],
+  imports: [MailModule, ApprovalsModule, WaitsModule],
   controllers: [McpController],
   providers: [
     MailTools,
     ApprovalTools,
+    WaitTools,
     {
       provide: TOOL_PROVIDERS,
-      inject: [MailTools, ApprovalTools],
+      inject: [MailTools, ApprovalTools, WaitTools],
       useFactory: (...providers: ToolProvider[]) => providers,
     },
     ToolCatalog,

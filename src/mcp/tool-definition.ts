@@ -8,6 +8,8 @@ export interface ToolContext {
   revision: ProtocolRevision;
   /** Aborted when the client cancels the request or its connection closes. */
   signal: AbortSignal;
+  /** Sends `notifications/progress`; present only when the request carried a progressToken. */
+  progress?: (progress: number, message: string) => Promise<void>;
 }
 
 export interface ToolAnnotations {

@@ -1,0 +1,110 @@
+import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
+import { Client } from 'pg';
+import { AppConfig } from '../config/app-config';
+import { decodeDoorbell, Doorbell, DOORBELL_CHANNEL } from './doorbell';
+
+const RETRY_MIN_MS = 100;
+const RETRY_MAX_MS = 5_000;
+
+export interface DoorbellSubscriber {
+  /** A change committed somewhere (any replica) concerning this mailbox or request. */
+  onDoorbell(bell: Doorbell): void;
+  /** The listener (re)connected: notifications sent while it was away are lost, re-read the truth. */
+  onListenerReconnected(): void;
+}
+
+/**
+ * The process's one `LISTEN alcarta_events` connection, outside the pool so that it is never
+ * borrowed by a query and never holds a transaction open (which would block NOTIFY queue cleanup).
+ * When the connection drops it reconnects by itself with backoff; once listening again it tells the
+ * subscriber, because PostgreSQL does not replay notifications missed in between.
+ */
+@Injectable()
+export class DoorbellListener implements OnModuleDestroy {
+  private readonly logger = new Logger(DoorbellListener.name);
+  private client: Client | undefined;
+  private subscriber: DoorbellSubscriber | undefined;
+  private stopped = false;
+  private retryMs = RETRY_MIN_MS;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private everConnected = false;
+  /** Times the connection was re-established after a loss (for metrics and tests). */
+  reconnects = 0;
+
+  constructor(private readonly config: AppConfig) {}
+
+  get connected(): boolean {
+    return this.client !== undefined;
+  }
+
+  subscribe(subscriber: DoorbellSubscriber): void {
+    this.subscriber = subscriber;
+  }
+
+  /** Connects and listens; resolves once listening (startup fails fast if the database is down). */
+  async start(): Promise<void> {
+    this.stopped = false;
+    await this.connect();
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.retryTimer);
+    const client = this.client;
+    this.client = undefined;
+    await client?.end().catch(() => undefined);
+  }
+
+  private async connect(): Promise<void> {
+    const client = new Client({
+      connectionString: this.config.databaseUrl,
+      application_name: 'alcarta-doorbell',
+      keepAlive: true,
+    });
+    client.on('error', (err) => this.lost(client, err));
+    client.on('end', () => this.lost(client));
+    client.on('notification', (msg) => {
+      const bell = msg.channel === DOORBELL_CHANNEL && msg.payload ? decodeDoorbell(msg.payload) : undefined;
+      if (bell) this.subscriber?.onDoorbell(bell);
+    });
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${DOORBELL_CHANNEL}`);
+    } catch (err) {
+      await client.end().catch(() => undefined);
+      throw err;
+    }
+    if (this.stopped) {
+      await client.end();
+      return;
+    }
+    this.client = client;
+    this.retryMs = RETRY_MIN_MS;
+    if (this.everConnected) {
+      this.reconnects++;
+      this.logger.log('doorbell listener reconnected');
+      this.subscriber?.onListenerReconnected();
+    }
+    this.everConnected = true;
+  }
+
+  private lost(client: Client, err?: Error): void {
+    if (this.client !== client) return;
+    this.client = undefined;
+    client.removeAllListeners('notification');
+    void client.end().catch(() => undefined);
+    if (this.stopped) return;
+    this.logger.warn({ msg: 'doorbell listener lost its connection', error: err?.message });
+    this.scheduleReconnect();
+  }
+
+  private scheduleReconnect(): void {
+    this.retryTimer = setTimeout(() => {
+      this.connect().catch((err: Error) => {
+        this.logger.warn({ msg: 'doorbell listener could not reconnect', error: err.message, retry_ms: this.retryMs });
+        this.retryMs = Math.min(this.retryMs * 2, RETRY_MAX_MS);
+        this.scheduleReconnect();
+      });
+    }, this.retryMs);
+  }
+}

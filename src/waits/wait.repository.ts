@@ -1,0 +1,109 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
+import { RequestState } from '../approvals/approval-request.entity';
+import { MailboxAccess } from '../auth/caller';
+import { RequestEventPayload } from '../events/event-log';
+import { MessageRow, RequestRow } from './waiters';
+
+export interface MailboxHead {
+  mailboxId: string;
+  cursorKey: number;
+  seq: number;
+}
+
+/** The reads of the wait engine. Every one is a single statement: one snapshot, one round trip. */
+@Injectable()
+export class WaitRepository {
+  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+
+  /** Newest position of each mailbox in scope (all mailboxes when `access.all`). */
+  async heads(access: MailboxAccess): Promise<MailboxHead[]> {
+    const rows = await this.dataSource.query<Array<{ id: string; cursor_key: number; message_seq: string }>>(
+      `SELECT id, cursor_key, message_seq FROM mailboxes WHERE $1::boolean OR id = ANY($2::text[])`,
+      [access.all, access.all ? [] : access.ids],
+    );
+    return rows.map((r) => ({ mailboxId: r.id, cursorKey: r.cursor_key, seq: Number(r.message_seq) }));
+  }
+
+  /**
+   * Messages after the given position of each mailbox, mailbox by mailbox (cursor_key order) and
+   * in sequence order within a mailbox, at most `limit`. Because positions are gap-free and become
+   * visible in order, the rows of each mailbox are contiguous from its position.
+   */
+  async messagesAfter(
+    positions: ReadonlyArray<{ mailboxId: string; after: number }>,
+    limit: number,
+  ): Promise<MessageRow[]> {
+    if (positions.length === 0) return [];
+    const rows = await this.dataSource.query<
+      Array<{
+        id: string;
+        mailbox_id: string;
+        cursor_key: number;
+        mailbox_seq: string;
+        direction: 'inbound' | 'outbound';
+        from_address: string;
+        subject: string;
+        received_at: Date;
+      }>
+    >(
+      `SELECT m.id, m.mailbox_id, b.cursor_key, m.mailbox_seq, m.direction, m.from_address, m.subject, m.received_at
+         FROM unnest($1::text[], $2::bigint[]) AS p(mailbox_id, after)
+         JOIN messages m ON m.mailbox_id = p.mailbox_id AND m.mailbox_seq > p.after
+         JOIN mailboxes b ON b.id = m.mailbox_id
+        ORDER BY b.cursor_key, m.mailbox_seq
+        LIMIT $3`,
+      [positions.map((p) => p.mailboxId), positions.map((p) => p.after), limit],
+    );
+    return rows.map((r) => ({
+      id: r.id,
+      mailboxId: r.mailbox_id,
+      cursorKey: r.cursor_key,
+      seq: Number(r.mailbox_seq),
+      direction: r.direction,
+      from: r.from_address,
+      subject: r.subject,
+      receivedAt: r.received_at,
+    }));
+  }
+
+  /** Current state and latest transition of each listed request the access allows. */
+  async requests(ids: readonly string[], access: MailboxAccess): Promise<RequestRow[]> {
+    if (ids.length === 0) return [];
+    const rows = await this.dataSource.query<Array<{ id: string; state: RequestState; payload: RequestEventPayload }>>(
+      `SELECT r.id, r.state, e.payload
+         FROM approval_requests r
+         JOIN LATERAL (SELECT payload FROM events WHERE request_id = r.id ORDER BY id DESC LIMIT 1) e ON true
+        WHERE r.id = ANY($1::text[]) AND ($2::boolean OR r.mailbox_id = ANY($3::text[]))`,
+      [ids, access.all, access.all ? [] : access.ids],
+    );
+    return rows.map((r) => ({ id: r.id, state: r.state, latest: r.payload }));
+  }
+
+  /**
+   * The safety re-check of every parked wait of this process in one statement: heads of the
+   * watched mailboxes and states of the watched requests.
+   */
+  async probe(
+    mailboxes: MailboxAccess,
+    requestIds: readonly string[],
+  ): Promise<{ heads: MailboxHead[]; states: Map<string, RequestState> }> {
+    const rows = await this.dataSource.query<
+      Array<{ kind: 'm' | 'r'; id: string; cursor_key: number | null; value: string }>
+    >(
+      `SELECT 'm' AS kind, id, cursor_key, message_seq::text AS value
+         FROM mailboxes WHERE $1::boolean OR id = ANY($2::text[])
+       UNION ALL
+       SELECT 'r', id, NULL, state FROM approval_requests WHERE id = ANY($3::text[])`,
+      [mailboxes.all, mailboxes.all ? [] : mailboxes.ids, requestIds],
+    );
+    const heads: MailboxHead[] = [];
+    const states = new Map<string, RequestState>();
+    for (const r of rows) {
+      if (r.kind === 'm') heads.push({ mailboxId: r.id, cursorKey: r.cursor_key!, seq: Number(r.value) });
+      else states.set(r.id, r.value as RequestState);
+    }
+    return { heads, states };
+  }
+}

@@ -1,0 +1,189 @@
+import { RequestState } from '../approvals/approval-request.entity';
+import { RequestEventPayload } from '../events/event-log';
+import { MessageCursor } from '../mail/message-cursor';
+import { MessageWaitSpec, RequestWaitSpec, WaitResult } from './wait-spec';
+
+/** At most this many events in one result (SPEC §4). */
+export const MAX_EVENTS = 100;
+
+/** A message as the wait engine scans it: just what matching and the event need. */
+export interface MessageRow {
+  id: string;
+  mailboxId: string;
+  cursorKey: number;
+  seq: number;
+  direction: 'inbound' | 'outbound';
+  from: string;
+  subject: string;
+  receivedAt: Date;
+}
+
+export interface RequestRow {
+  id: string;
+  state: RequestState;
+  /** The request's latest transition from the event log (creation counts). */
+  latest: RequestEventPayload;
+}
+
+/**
+ * A parked wait: the few bytes that must stay in memory while nothing happens (spec, position,
+ * the promise to settle). Its state only moves forward, in synchronous steps, so scans that
+ * overlap (a doorbell during the initial check) cannot make it skip or repeat anything.
+ */
+export abstract class Waiter {
+  readonly result: Promise<WaitResult>;
+  private settle!: (result: WaitResult) => void;
+  settled = false;
+  timer: NodeJS.Timeout | undefined;
+
+  constructor() {
+    this.result = new Promise((resolve) => (this.settle = resolve));
+  }
+
+  finish(result: WaitResult): void {
+    if (this.settled) return;
+    this.settled = true;
+    clearTimeout(this.timer);
+    this.settle(result);
+  }
+
+  abstract timedOut(): WaitResult;
+  abstract shutdown(): WaitResult;
+}
+
+export class MessageWaiter extends Waiter {
+  private matches: object[] = [];
+  /** Set when a scan could not feed this waiter contiguously; it then needs a scan of its own. */
+  needsOwnScan = false;
+
+  constructor(
+    readonly spec: MessageWaitSpec,
+    public cursor: MessageCursor,
+  ) {
+    super();
+  }
+
+  /** Mailbox ids whose doorbells concern this waiter, or '*' for every mailbox. */
+  get keys(): string[] {
+    if (this.spec.mailboxId) return [this.spec.mailboxId];
+    const access = this.spec.caller.mailboxAccess;
+    return access.all ? ['*'] : [...access.ids];
+  }
+
+  watches(mailboxId: string): boolean {
+    return this.spec.mailboxId ? this.spec.mailboxId === mailboxId : this.spec.caller.canSeeMailbox(mailboxId);
+  }
+
+  get full(): boolean {
+    return this.matches.length >= MAX_EVENTS;
+  }
+
+  /**
+   * Consumes rows of one mailbox in sequence order. Rows at or below the waiter's position were
+   * seen already and are skipped; a row beyond the next expected position means this scan started
+   * too late for this waiter (it needs its own). Stops at MAX_EVENTS matches, leaving the position
+   * at the last match so that nothing after it is skipped.
+   */
+  consume(rows: readonly MessageRow[]): void {
+    if (this.settled) return;
+    for (const row of rows) {
+      if (this.full) return;
+      const position = this.cursor.position(row.cursorKey);
+      if (row.seq <= position) continue;
+      if (row.seq !== position + 1) {
+        this.needsOwnScan = true;
+        return;
+      }
+      if (this.matchesRow(row)) this.matches.push(messageEvent(row));
+      this.cursor = this.cursor.advancedTo([[row.cursorKey, row.seq]]);
+    }
+  }
+
+  /** Settles with the matches collected so far, if there are any. */
+  settleIfMatched(): void {
+    if (this.matches.length > 0) {
+      this.finish({
+        matched: true,
+        timed_out: false,
+        shutdown: false,
+        events: this.matches,
+        next_cursor: this.cursor.toString(),
+      });
+    }
+  }
+
+  timedOut(): WaitResult {
+    return { matched: false, timed_out: true, shutdown: false, events: [], next_cursor: this.cursor.toString() };
+  }
+
+  shutdown(): WaitResult {
+    return { matched: false, timed_out: false, shutdown: true, events: [], next_cursor: this.cursor.toString() };
+  }
+
+  private matchesRow(row: MessageRow): boolean {
+    return (
+      row.direction === 'inbound' &&
+      (this.spec.from === undefined || row.from.toLowerCase() === this.spec.from) &&
+      (this.spec.subjectContains === undefined || row.subject.toLowerCase().includes(this.spec.subjectContains))
+    );
+  }
+}
+
+export class RequestWaiter extends Waiter {
+  private states: Array<{ request_id: string; state: RequestState }>;
+
+  constructor(
+    readonly spec: RequestWaitSpec,
+    initial: readonly RequestRow[],
+  ) {
+    super();
+    this.states = initial.map((r) => ({ request_id: r.id, state: r.state }));
+  }
+
+  get keys(): string[] {
+    return this.spec.requestIds;
+  }
+
+  /**
+   * Level-triggered: settles as soon as any listed request is in one of the awaited states.
+   * `rows` holds the current truth for (some of) the listed requests.
+   */
+  evaluate(rows: readonly RequestRow[]): void {
+    if (this.settled) return;
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    this.states = this.states.map((s) => ({
+      request_id: s.request_id,
+      state: byId.get(s.request_id)?.state ?? s.state,
+    }));
+    const hits = this.spec.requestIds
+      .map((id) => byId.get(id))
+      .filter((r): r is RequestRow => r !== undefined && this.spec.states.has(r.state));
+    if (hits.length === 0) return;
+    this.finish({
+      matched: true,
+      timed_out: false,
+      shutdown: false,
+      events: hits.map((r) => r.latest),
+      requests: this.states,
+    });
+  }
+
+  timedOut(): WaitResult {
+    return { matched: false, timed_out: true, shutdown: false, events: [], requests: this.states };
+  }
+
+  shutdown(): WaitResult {
+    return { matched: false, timed_out: false, shutdown: true, events: [], requests: this.states };
+  }
+}
+
+function messageEvent(row: MessageRow) {
+  return {
+    type: 'message_received',
+    mailbox_id: row.mailboxId,
+    message_id: row.id,
+    from: row.from,
+    subject: row.subject,
+    received_at: row.receivedAt.toISOString(),
+  };
+}
