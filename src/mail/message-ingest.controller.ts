@@ -2,6 +2,7 @@ import { Body, Controller, Param, Post, Req } from '@nestjs/common';
 import { Request } from 'express';
 import { CurrentCaller, RequireScopes } from '../auth/auth.decorators';
 import { Caller } from '../auth/caller';
+import { invalidRequest } from '../common/errors';
 import { validateBody } from '../http/validation';
 import { IngestMessageDto } from './dto/ingest-message.dto';
 import { InboundMessage } from './inbound-message';
@@ -28,6 +29,13 @@ export class MessageIngestController {
     @Req() req: Request,
     @Body() body: unknown,
   ) {
+    // `false` means a body of another type, which no parser read: name the real problem.
+    if (req.is(['application/json', 'message/rfc822']) === false) {
+      throw invalidRequest(
+        'unsupported_content_type',
+        'Send the message as application/json or as a raw RFC 5322 message with Content-Type: message/rfc822.',
+      );
+    }
     const message = req.is('message/rfc822')
       ? await parseRfc822(body as Buffer)
       : fromJson(await validateBody(IngestMessageDto, body));
