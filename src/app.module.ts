@@ -3,6 +3,7 @@ import { APP_FILTER } from '@nestjs/core';
 import { ApprovalsModule } from './approvals/approvals.module';
 import { AuthModule } from './auth/auth.module';
 import { AlcartaConfigModule, ConfigOptions } from './config/config.module';
+import { Logger } from 'pino';
 import { DatabaseModule } from './database/database.module';
 import { EventsModule } from './events/events.module';
 import { HealthModule } from './health/health.module';
@@ -16,12 +17,12 @@ import { WaitsModule } from './waits/waits.module';
 /** The HTTP server: REST API, MCP endpoint, health. */
 @Module({})
 export class AppModule {
-  static register(options: ConfigOptions = {}): DynamicModule {
+  static register(options: ConfigOptions, logger: Logger): DynamicModule {
     return {
       module: AppModule,
       imports: [
         AlcartaConfigModule.forRoot(options),
-        LoggingModule,
+        LoggingModule.forRoot(logger),
         LifecycleModule,
         DatabaseModule.forRoot(),
         EventsModule,

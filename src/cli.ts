@@ -24,7 +24,7 @@ async function main(argv: string[]): Promise<number> {
   try {
     embedded = config.databaseUrl ? undefined : await openEmbeddedPostgres(config.dataDir, { persistent: true });
     const app = await NestFactory.createApplicationContext(
-      CliModule.register({ overrides: { DATABASE_URL: embedded?.url ?? config.databaseUrl } }),
+      CliModule.register({ overrides: { DATABASE_URL: embedded?.url ?? config.databaseUrl } }, logger),
       { logger: new PinoNestLogger(logger) },
     );
     try {

@@ -23,7 +23,7 @@ async function main(): Promise<void> {
 
   let server;
   try {
-    server = await startServer({ overrides: { DATABASE_URL: embedded?.url ?? config.databaseUrl } });
+    server = await startServer({ overrides: { DATABASE_URL: embedded?.url ?? config.databaseUrl }, logger: log });
   } catch (err) {
     await embedded?.close();
     throw err;

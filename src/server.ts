@@ -11,13 +11,15 @@ import { DrainState } from './lifecycle/drain-state';
 import { bodyParsers } from './http/body-parsers';
 import { requestLogger } from './http/request-logger';
 import { createValidationPipe } from './http/validation';
-import { PinoNestLogger } from './logging/logger';
-import { ROOT_LOGGER } from './logging/logging.module';
+import { validateEnvironment } from './config/environment';
+import { createRootLogger, PinoNestLogger } from './logging/logger';
 import { WaitEngine } from './waits/wait-engine';
 
 export interface ServerOptions {
   /** Settings that win over the environment: the embedded database URL, test settings. */
   overrides?: Record<string, string | undefined>;
+  /** Where logs go (JSON lines); by default standard output at ALCARTA_LOG_LEVEL. */
+  logger?: Logger;
 }
 
 export interface RunningServer {
@@ -34,16 +36,16 @@ export interface RunningServer {
  * both start the server through here, so the tests exercise the real start-up path.
  */
 export async function startServer(options: ServerOptions = {}): Promise<RunningServer> {
-  const app = await NestFactory.create<NestExpressApplication>(AppModule.register(options), {
+  const logger =
+    options.logger ?? createRootLogger(validateEnvironment({ ...process.env, ...options.overrides }).ALCARTA_LOG_LEVEL);
+  const app = await NestFactory.create<NestExpressApplication>(AppModule.register(options, logger), {
     bodyParser: false,
-    bufferLogs: true,
+    logger: new PinoNestLogger(logger),
   });
-  app.useLogger(app.get(PinoNestLogger));
-  app.flushLogs();
   const config = app.get(AppConfig);
   app.set('trust proxy', true);
   app.set('x-powered-by', false);
-  app.use(requestLogger(app.get<Logger>(ROOT_LOGGER)));
+  app.use(requestLogger(logger));
   app.use(bodyParsers(config));
   app.useGlobalPipes(createValidationPipe());
 

@@ -1,4 +1,5 @@
 import { DynamicModule, Module } from '@nestjs/common';
+import { Logger } from 'pino';
 import { AuthModule } from '../auth/auth.module';
 import { AlcartaConfigModule, ConfigOptions } from '../config/config.module';
 import { DatabaseModule } from '../database/database.module';
@@ -8,10 +9,16 @@ import { MailModule } from '../mail/mail.module';
 /** What the administrative CLI needs: the database, tokens and mailboxes; no HTTP, no jobs. */
 @Module({})
 export class CliModule {
-  static register(options: ConfigOptions): DynamicModule {
+  static register(options: ConfigOptions, logger: Logger): DynamicModule {
     return {
       module: CliModule,
-      imports: [AlcartaConfigModule.forRoot(options), LoggingModule, DatabaseModule.forRoot(), MailModule, AuthModule],
+      imports: [
+        AlcartaConfigModule.forRoot(options),
+        LoggingModule.forRoot(logger),
+        DatabaseModule.forRoot(),
+        MailModule,
+        AuthModule,
+      ],
     };
   }
 }

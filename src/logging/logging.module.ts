@@ -1,16 +1,21 @@
-import { Global, Module } from '@nestjs/common';
+import { DynamicModule, Global, Module } from '@nestjs/common';
 import { Logger } from 'pino';
-import { AppConfig } from '../config/app-config';
-import { createRootLogger, PinoNestLogger } from './logger';
+import { PinoNestLogger } from './logger';
 
 export const ROOT_LOGGER = Symbol('ROOT_LOGGER');
 
+/** Shares the process's pino logger (created before Nest, so start-up failures are JSON too). */
 @Global()
-@Module({
-  providers: [
-    { provide: ROOT_LOGGER, inject: [AppConfig], useFactory: (config: AppConfig) => createRootLogger(config.logLevel) },
-    { provide: PinoNestLogger, inject: [ROOT_LOGGER], useFactory: (logger: Logger) => new PinoNestLogger(logger) },
-  ],
-  exports: [ROOT_LOGGER, PinoNestLogger],
-})
-export class LoggingModule {}
+@Module({})
+export class LoggingModule {
+  static forRoot(logger: Logger): DynamicModule {
+    return {
+      module: LoggingModule,
+      providers: [
+        { provide: ROOT_LOGGER, useValue: logger },
+        { provide: PinoNestLogger, useValue: new PinoNestLogger(logger) },
+      ],
+      exports: [ROOT_LOGGER, PinoNestLogger],
+    };
+  }
+}
