@@ -7,7 +7,7 @@ import { Caller } from './caller';
 import { isScope, Scope } from './scopes';
 import { generateSecret, hashSecret, SECRET_SHAPE } from './token-secret';
 import { TokenRepository } from './token.repository';
-import { tokenView } from './token.views';
+import { createdTokenView, tokenView } from './token.views';
 
 export interface NewToken {
   name: string;
@@ -65,7 +65,7 @@ export class TokenService {
       },
       manager,
     );
-    return { ...tokenView(token), secret };
+    return createdTokenView(token, secret);
   }
 
   async list() {

@@ -12,3 +12,15 @@ export function tokenView(t: TokenEntity) {
     created_at: t.createdAt.toISOString(),
   };
 }
+
+/** The create response (SPEC §7) has exactly these fields; it is the only place the secret appears. */
+export function createdTokenView(t: TokenEntity, secret: string) {
+  return {
+    token_id: t.id,
+    secret,
+    name: t.name,
+    scopes: t.scopes,
+    mailboxes: t.mailboxes,
+    expires_at: t.expiresAt?.toISOString() ?? null,
+  };
+}
