@@ -28,7 +28,10 @@ async function main(argv: string[]): Promise<number> {
       { logger: new PinoNestLogger(logger) },
     );
     try {
-      if (needsSchema(argv) && config.runMigrations) await app.get(MigrationRunner).run();
+      if (needsSchema(argv)) {
+        if (config.runMigrations) await app.get(MigrationRunner).run();
+        else await app.get(MigrationRunner).assertUpToDate();
+      }
       const output = await runCommand(app, argv);
       process.stdout.write(`${argv.includes('--json') ? JSON.stringify(output.json, null, 2) : output.text}\n`);
       return 0;

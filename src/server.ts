@@ -31,9 +31,10 @@ export interface RunningServer {
 }
 
 /**
- * Start-up, in order: configuration, database, migrations (unless ALCARTA_MIGRATIONS=off), the
- * bootstrap admin token, background jobs, then the HTTP listener. `main.ts` and the end-to-end tests
- * both start the server through here, so the tests exercise the real start-up path.
+ * Start-up, in order: configuration, database, migrations (with ALCARTA_MIGRATIONS=off only a check
+ * that they were applied), the bootstrap admin token, background jobs, then the HTTP listener.
+ * `main.ts` and the end-to-end tests both start the server through here, so the tests exercise the
+ * real start-up path.
  */
 export async function startServer(options: ServerOptions = {}): Promise<RunningServer> {
   const logger =
@@ -50,6 +51,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   app.useGlobalPipes(createValidationPipe());
 
   if (config.runMigrations) await app.get(MigrationRunner).run();
+  else await app.get(MigrationRunner).assertUpToDate();
   await app.get(BootstrapTokenService).ensureAdminToken();
   await app.get(DoorbellListener).start();
   app.get(WaitEngine).start();

@@ -6,7 +6,7 @@
  *   node dist-test/run-tests.js [substring…]   only the test files whose path contains a substring
  */
 import { spawn } from 'node:child_process';
-import { chmod, mkdtemp, readdir } from 'node:fs/promises';
+import { chmod, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { LocalDatabase, openEmbeddedPostgres } from '#app/database/embedded-postgres.js';
@@ -29,9 +29,10 @@ async function main(): Promise<number> {
   }
 
   let embedded: LocalDatabase | undefined;
+  let dir: string | undefined;
   const env = { ...process.env };
   if (!env.DATABASE_URL) {
-    const dir = await mkdtemp(join(tmpdir(), 'alcarta-test-pg-'));
+    dir = await mkdtemp(join(tmpdir(), 'alcarta-test-pg-'));
     await chmod(dir, 0o755); // the postgres OS user must reach it when we run as root
     embedded = await openEmbeddedPostgres(join(dir, 'cluster'), { persistent: false });
     env.DATABASE_URL = embedded.url;
@@ -52,6 +53,7 @@ async function main(): Promise<number> {
     );
   } finally {
     await embedded?.close();
+    if (dir) await rm(dir, { recursive: true, force: true });
   }
 }
 

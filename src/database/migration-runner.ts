@@ -30,4 +30,29 @@ export class MigrationRunner {
       await lock.release();
     }
   }
+
+  /**
+   * With ALCARTA_MIGRATIONS=off someone else (the CLI, the Helm migration Job) owns the schema. Read
+   * only, so nothing is created: a replica that starts before the schema is ready stops with a
+   * message saying what to run, instead of failing later on a missing table.
+   */
+  async assertUpToDate(): Promise<void> {
+    const [{ table }] = await this.dataSource.query<{ table: string | null }[]>(
+      `SELECT to_regclass('schema_migrations')::text AS table`,
+    );
+    const applied = new Set<string>(
+      table
+        ? (await this.dataSource.query<{ name: string }[]>('SELECT name FROM schema_migrations')).map((r) => r.name)
+        : [],
+    );
+    const pending = this.dataSource.migrations
+      .map((m) => m.name ?? m.constructor.name)
+      .filter((name) => !applied.has(name));
+    if (pending.length > 0) {
+      throw new Error(
+        `the database schema is not up to date (pending migrations: ${pending.join(', ')}) and ` +
+          'ALCARTA_MIGRATIONS=off: apply them with `npm run cli -- migrate` (node dist/cli.js migrate) first',
+      );
+    }
+  }
 }

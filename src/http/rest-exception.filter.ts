@@ -43,6 +43,18 @@ export class RestExceptionFilter implements ExceptionFilter {
           body: { error: 'not_found', reason: 'no_such_route', message: `No route ${req.method} ${req.path}.` },
         };
       }
+      // Terminus answers a failed readiness check with a 503 whose body is the health report: load
+      // balancers and probes need both, so it must not turn into a bare 500.
+      if (status === HttpStatus.SERVICE_UNAVAILABLE) {
+        const report = exception.getResponse();
+        return {
+          status,
+          body:
+            typeof report === 'object'
+              ? (report as Record<string, unknown>)
+              : { error: 'unavailable', message: report },
+        };
+      }
       if (status < HttpStatus.INTERNAL_SERVER_ERROR) {
         return { status, body: { error: 'invalid_request', reason: 'http_error', message: exception.message } };
       }

@@ -4,6 +4,12 @@ import { CurrentCaller, Public } from '../auth/auth.decorators';
 import { Caller } from '../auth/caller';
 import { McpEndpoint } from './mcp-endpoint.service';
 
+const METHOD_NOT_ALLOWED = {
+  jsonrpc: '2.0',
+  id: null,
+  error: { code: -32000, message: 'Method not allowed: this server is stateless; use POST.' },
+};
+
 @Controller('mcp')
 export class McpController {
   constructor(private readonly endpoint: McpEndpoint) {}
@@ -15,15 +21,19 @@ export class McpController {
 
   /** Stateless server: no standalone SSE stream to GET, no session to DELETE. */
   @Get()
+  @Public()
+  @HttpCode(405)
+  @Header('Allow', 'POST')
+  getNotAllowed() {
+    return METHOD_NOT_ALLOWED;
+  }
+
+  /** A separate handler: stacked route decorators on one method keep only the last-applied one. */
   @Delete()
   @Public()
   @HttpCode(405)
   @Header('Allow', 'POST')
-  methodNotAllowed() {
-    return {
-      jsonrpc: '2.0',
-      id: null,
-      error: { code: -32000, message: 'Method not allowed: this server is stateless; use POST.' },
-    };
+  deleteNotAllowed() {
+    return METHOD_NOT_ALLOWED;
   }
 }

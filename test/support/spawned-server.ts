@@ -1,0 +1,137 @@
+import { ChildProcess, execFile, spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+import { join, resolve } from 'node:path';
+import { waitFor } from './wait-for';
+
+/** The repository root (this file runs from dist-test/support/). */
+export const REPO_ROOT = resolve(__dirname, '..', '..');
+
+/** Environment for a child process: ours, minus test-runner internals, plus `env`; `undefined` unsets. */
+function childEnv(env: Record<string, string | undefined>): NodeJS.ProcessEnv {
+  const merged: NodeJS.ProcessEnv = { ...process.env, ...env };
+  delete merged.NODE_TEST_CONTEXT;
+  for (const [key, value] of Object.entries(env)) if (value === undefined) delete merged[key];
+  return merged;
+}
+
+/** A port nobody listens on right now (the server does not report a PORT=0 choice back). */
+export function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const address = probe.address();
+      probe.close(() =>
+        typeof address === 'object' && address ? resolvePort(address.port) : reject(new Error('no port')),
+      );
+    });
+  });
+}
+
+export interface SpawnedServer {
+  url: string;
+  pid: number;
+  stdout(): string;
+  stderr(): string;
+  /** Resolves with the exit code (null when killed by a signal) once the process has exited. */
+  exited: Promise<number | null>;
+  /** Sends `signal` (default SIGTERM) and resolves with the exit code; SIGKILLs after 30 s. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+const running = new Set<ChildProcess>();
+// A test that failed half-way must not leave servers behind.
+process.on('exit', () => {
+  for (const child of running) child.kill('SIGKILL');
+});
+
+/**
+ * Runs `node dist/main.js` as a real process on a free loopback port with `env` (on top of this
+ * process's environment; pass `DATABASE_URL: undefined` for the embedded database). Does not wait
+ * for it: use this for starts that are expected to fail, `spawnServer` otherwise.
+ */
+export async function launchServer(env: Record<string, string | undefined>): Promise<SpawnedServer> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [join(REPO_ROOT, 'dist', 'main.js')], {
+    cwd: REPO_ROOT,
+    env: childEnv({ PORT: String(port), ALCARTA_HOST: '127.0.0.1', ...env }),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  running.add(child);
+  let out = '';
+  let err = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (err += chunk));
+  const exited = new Promise<number | null>((resolveExit) =>
+    child.once('close', (code) => {
+      running.delete(child);
+      resolveExit(code);
+    }),
+  );
+  return {
+    url: `http://127.0.0.1:${port}`,
+    pid: child.pid!,
+    stdout: () => out,
+    stderr: () => err,
+    exited,
+    stop: async (signal = 'SIGTERM') => {
+      if (running.has(child)) child.kill(signal);
+      const force = setTimeout(() => child.kill('SIGKILL'), 30_000);
+      try {
+        return await exited;
+      } finally {
+        clearTimeout(force);
+      }
+    },
+  };
+}
+
+/** `launchServer`, then waits until `/health/ready` answers 200; fails with the output if it exits. */
+export async function spawnServer(env: Record<string, string | undefined>): Promise<SpawnedServer> {
+  const server = await launchServer(env);
+  let exitCode: number | null | undefined;
+  void server.exited.then((code) => (exitCode = code));
+  try {
+    await waitFor(
+      'the spawned server to be ready',
+      async () => {
+        if (exitCode !== undefined) return true;
+        return (await fetch(`${server.url}/health/ready`)).status === 200;
+      },
+      { timeoutMs: 60_000, intervalMs: 100 },
+    );
+  } catch (err) {
+    await server.stop('SIGTERM'); // lets an embedded cluster stop with it
+    throw new Error(`${(err as Error).message}\n${scrubbed(server.stderr())}`, { cause: err });
+  }
+  if (exitCode !== undefined) {
+    throw new Error(`the server exited with code ${exitCode} during start:\n${scrubbed(server.stderr())}`);
+  }
+  return server;
+}
+
+/** Runs `node dist/cli.js …args` to completion. */
+export function runCli(
+  args: string[],
+  env: Record<string, string | undefined>,
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolveRun) => {
+    execFile(
+      process.execPath,
+      [join(REPO_ROOT, 'dist', 'cli.js'), ...args],
+      { cwd: REPO_ROOT, env: childEnv(env), timeout: 60_000 },
+      (error, stdout, stderr) =>
+        resolveRun({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+/** Secrets found in `text` (token secrets are `alc_` + at least 43 base62 characters). */
+export function secretsIn(text: string): string[] {
+  return text.match(/alc_[0-9A-Za-z]{43,}/g) ?? [];
+}
+
+/** Process output for failure messages, without secrets (test output must not print them). */
+export function scrubbed(text: string): string {
+  return text.replace(/\b(alc_|wst_)[0-9A-Za-z]{8,}/g, '$1[REDACTED]');
+}
