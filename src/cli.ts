@@ -14,9 +14,13 @@ import { createRootLogger, PinoNestLogger } from './logging/logger';
  * it attaches to when the server is running). Logs go to standard error, results to standard output.
  */
 async function main(argv: string[]): Promise<number> {
-  if (argv.length === 0 || argv[0] === 'help' || argv.includes('--help')) {
+  if (argv.length === 0) {
+    process.stderr.write(`${USAGE}\n`);
+    return 2;
+  }
+  if (argv[0] === 'help' || argv.includes('--help')) {
     process.stdout.write(`${USAGE}\n`);
-    return argv.length === 0 ? 2 : 0;
+    return 0;
   }
   const config = new AppConfig(validateEnvironment(process.env));
   const logger = createRootLogger(config.logLevel === 'info' ? 'warn' : config.logLevel, process.stderr);

@@ -43,6 +43,15 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     bodyParser: false,
     logger: new PinoNestLogger(logger),
   });
+  try {
+    return await listen(app, logger);
+  } catch (err) {
+    await app.close().catch(() => undefined);
+    throw err;
+  }
+}
+
+async function listen(app: NestExpressApplication, logger: Logger): Promise<RunningServer> {
   const config = app.get(AppConfig);
   app.set('trust proxy', true);
   app.set('x-powered-by', false);

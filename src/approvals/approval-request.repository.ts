@@ -15,10 +15,7 @@ export interface RequestListFilter {
 export class ApprovalRequestRepository {
   constructor(@InjectRepository(ApprovalRequestEntity) private readonly requests: Repository<ApprovalRequestEntity>) {}
 
-  async insert(
-    manager: EntityManager,
-    request: Omit<ApprovalRequestEntity, 'createdAt'>,
-  ): Promise<ApprovalRequestEntity> {
+  async insert(manager: EntityManager, request: ApprovalRequestEntity): Promise<ApprovalRequestEntity> {
     await manager.insert(ApprovalRequestEntity, request);
     return manager.findOneByOrFail(ApprovalRequestEntity, { id: request.id });
   }

@@ -156,6 +156,8 @@ export class ApprovalService {
         },
       );
     }
+    // One clock for both, so expires_at is exactly created_at + expires_in_seconds.
+    const now = new Date();
     const request = await this.dataSource.transaction(async (manager) => {
       const created = await this.requests.insert(manager, {
         id: newId('chk'),
@@ -166,7 +168,8 @@ export class ApprovalService {
         details,
         email,
         createdBy: caller.tokenId,
-        expiresAt: new Date(Date.now() + expiresInSeconds * 1000),
+        createdAt: now,
+        expiresAt: new Date(now.getTime() + expiresInSeconds * 1000),
         decidedAt: null,
         decidedBy: null,
         reason: null,

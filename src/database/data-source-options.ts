@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import { TypeOrmModuleOptions } from '@nestjs/typeorm';
+import { ENTITIES } from './entities';
 
 /**
  * The one description of how Alcarta talks to PostgreSQL, shared by the server, the CLI and the
@@ -10,8 +11,7 @@ export function dataSourceOptions(url: string, poolSize: number): TypeOrmModuleO
   return {
     type: 'postgres',
     url,
-    // Entities come from the feature modules' TypeOrmModule.forFeature() registrations.
-    autoLoadEntities: true,
+    entities: ENTITIES,
     migrations: [join(__dirname, '..', 'migrations', '*.js')],
     migrationsTableName: 'schema_migrations',
     synchronize: false,
