@@ -12,6 +12,7 @@ import { LoggingModule } from './logging/logging.module';
 import { MailModule } from './mail/mail.module';
 import { LifecycleModule } from './lifecycle/lifecycle.module';
 import { McpModule } from './mcp/mcp.module';
+import { MetricsModule } from './metrics/metrics.module';
 import { WaitsModule } from './waits/waits.module';
 
 /** The HTTP server: REST API, MCP endpoint, health. */
@@ -32,6 +33,7 @@ export class AppModule {
         WaitsModule,
         McpModule,
         HealthModule,
+        MetricsModule,
       ],
       providers: [{ provide: APP_FILTER, useClass: RestExceptionFilter }],
     };

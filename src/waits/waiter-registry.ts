@@ -20,6 +20,12 @@ export class WaiterRegistry {
     return this.everyone.size;
   }
 
+  counts(): { message: number; request: number } {
+    let message = 0;
+    for (const w of this.everyone) if (w instanceof MessageWaiter) message++;
+    return { message, request: this.everyone.size - message };
+  }
+
   add(waiter: MessageWaiter | RequestWaiter): void {
     this.everyone.add(waiter);
     if (waiter instanceof MessageWaiter) for (const key of waiter.keys) file(this.byMailbox, key, waiter);

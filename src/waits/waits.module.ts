@@ -9,6 +9,6 @@ import { WaiterRegistry } from './waiter-registry';
 @Module({
   imports: [EventsModule, MailModule],
   providers: [WaiterRegistry, WaitRepository, WaitEngine, WaitService],
-  exports: [WaitService, WaitEngine],
+  exports: [WaitService, WaitEngine, WaiterRegistry],
 })
 export class WaitsModule {}
