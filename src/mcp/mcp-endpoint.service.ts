@@ -3,6 +3,7 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import { Request, Response } from 'express';
 import { Caller } from '../auth/caller';
 import { AppConfig } from '../config/app-config';
+import { BlockingCallResponder } from './blocking-call.responder';
 import { McpServerFactory } from './mcp-server.factory';
 import { revisionOf, SUPPORTED_REVISIONS } from './protocol-revision';
 
@@ -14,6 +15,7 @@ import { revisionOf, SUPPORTED_REVISIONS } from './protocol-revision';
 export class McpEndpoint {
   constructor(
     private readonly servers: McpServerFactory,
+    private readonly blockingCalls: BlockingCallResponder,
     private readonly config: AppConfig,
   ) {}
 
@@ -30,6 +32,9 @@ export class McpEndpoint {
       });
       return;
     }
+    const blockingCall = this.blockingCalls.match(req, caller, revision);
+    if (blockingCall) return this.blockingCalls.respond(blockingCall, caller, revision, res);
+
     const server = this.servers.create(caller, revision);
     // Responses are SSE streams with a comment every keep-alive interval, so no proxy sees an idle
     // connection during a blocking wait.

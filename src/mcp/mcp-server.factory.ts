@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv-provider.js';
 import {
   CallToolRequestSchema,
   InitializeRequestSchema,
@@ -10,6 +11,9 @@ import { ProtocolRevision } from './protocol-revision';
 import { ToolCatalog } from './tool-catalog';
 
 const CAPABILITIES = { tools: { listChanged: false } };
+
+/** The SDK would build a new Ajv instance (with all formats) for every server, i.e. every request. */
+const SHARED_VALIDATOR = new AjvJsonSchemaValidator();
 
 const SERVER_INFO = { name: 'alcarta', title: 'Alcarta', version: '0.1.0' };
 
@@ -29,7 +33,11 @@ export class McpServerFactory {
   constructor(private readonly catalog: ToolCatalog) {}
 
   create(caller: Caller, revision: ProtocolRevision): Server {
-    const server = new Server(SERVER_INFO, { capabilities: CAPABILITIES, instructions: INSTRUCTIONS });
+    const server = new Server(SERVER_INFO, {
+      capabilities: CAPABILITIES,
+      instructions: INSTRUCTIONS,
+      jsonSchemaValidator: SHARED_VALIDATOR,
+    });
     // The SDK would echo any revision it knows (including ones Alcarta does not support); the
     // revision was negotiated before this server was built.
     server.setRequestHandler(InitializeRequestSchema, () => ({

@@ -1,6 +1,7 @@
 import { MiddlewareConsumer, Module, NestModule } from '@nestjs/common';
 import { ApprovalsModule } from '../approvals/approvals.module';
 import { MailModule } from '../mail/mail.module';
+import { BlockingCallResponder } from './blocking-call.responder';
 import { McpController } from './mcp.controller';
 import { McpEndpoint } from './mcp-endpoint.service';
 import { McpServerFactory } from './mcp-server.factory';
@@ -26,6 +27,7 @@ import { WaitsModule } from '../waits/waits.module';
     },
     ToolCatalog,
     McpServerFactory,
+    BlockingCallResponder,
     McpEndpoint,
   ],
 })

@@ -43,6 +43,11 @@ export class ToolCatalog {
     return [...this.entries.values()].filter((e) => caller.hasAnyScope(e.definition.scopes)).map((e) => e.listing);
   }
 
+  isBlocking(name: string, caller: Caller): boolean {
+    const entry = this.entries.get(name);
+    return !!entry?.definition.blocking && caller.hasAnyScope(entry.definition.scopes);
+  }
+
   /** Tools the token may not use are reported exactly like tools that do not exist. */
   async call(name: string, rawArgs: unknown, ctx: ToolContext): Promise<CallToolResult> {
     const entry = this.entries.get(name);

@@ -31,6 +31,8 @@ export interface ToolDefinition<Args extends z.ZodObject = z.ZodObject> {
   /** Any one of these scopes allows the tool; empty means every token may use it. */
   scopes: readonly Scope[];
   annotations?: ToolAnnotations;
+  /** The call may block for a long time (a wait); see BlockingCallResponder. */
+  blocking?: boolean;
   handle(args: z.output<Args>, ctx: ToolContext): Promise<object>;
 }
 

@@ -67,6 +67,7 @@ export class WaitTools implements ToolProvider {
     return [
       defineTool({
         name: 'email_await',
+        blocking: true,
         title: 'Wait for new mail or an approval decision',
         description:
           'Blocks until something you wait for happens, instead of polling. Message wait: ' +
@@ -90,6 +91,7 @@ export class WaitTools implements ToolProvider {
       }),
       defineTool({
         name: 'monitor_inbox',
+        blocking: true,
         title: 'Wait for new mail',
         description:
           'Blocks until new inbound mail arrives in your mailboxes (or one mailbox), optionally only from a sender or ' +
@@ -126,6 +128,7 @@ export class WaitTools implements ToolProvider {
       }),
       defineTool({
         name: 'monitor_approval',
+        blocking: true,
         title: 'Wait for an approval decision',
         description:
           'Blocks until a person decides on your approval request(s) (approved, rejected) or they expire or are ' +
