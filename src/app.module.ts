@@ -5,6 +5,7 @@ import { AuthModule } from './auth/auth.module';
 import { AlcartaConfigModule, ConfigOptions } from './config/config.module';
 import { Logger } from 'pino';
 import { DatabaseModule } from './database/database.module';
+import { DeliveryModule } from './delivery/delivery.module';
 import { EventsModule } from './events/events.module';
 import { HealthModule } from './health/health.module';
 import { RestExceptionFilter } from './http/rest-exception.filter';
@@ -32,6 +33,7 @@ export class AppModule {
         AuthModule,
         WaitsModule,
         McpModule,
+        DeliveryModule,
         HealthModule,
         MetricsModule,
       ],

@@ -7,12 +7,14 @@ import { BootstrapTokenService } from './auth/bootstrap-token.service';
 import { AppConfig } from './config/app-config';
 import { MigrationRunner } from './database/migration-runner';
 import { DoorbellListener } from './events/doorbell-listener';
+import { WaitSocketAdapter } from './delivery/wait-socket.adapter';
 import { DrainState } from './lifecycle/drain-state';
 import { bodyParsers } from './http/body-parsers';
 import { requestLogger } from './http/request-logger';
 import { createValidationPipe } from './http/validation';
 import { validateEnvironment } from './config/environment';
 import { createRootLogger, PinoNestLogger } from './logging/logger';
+import { PersistedWaitSweeper } from './waits/persisted-wait.sweeper';
 import { WaitEngine } from './waits/wait-engine';
 
 export interface ServerOptions {
@@ -63,9 +65,11 @@ async function listen(app: NestExpressApplication, logger: Logger): Promise<Runn
   else await app.get(MigrationRunner).assertUpToDate();
   await app.get(BootstrapTokenService).ensureAdminToken();
   await app.get(DoorbellListener).start();
-  app.get(WaitEngine).start();
+  await app.get(WaitEngine).start();
+  app.get(PersistedWaitSweeper).start();
   app.get(RequestExpirySweeper).start();
 
+  app.useWebSocketAdapter(new WaitSocketAdapter(app));
   await app.listen(config.port, config.host);
   const address = app.getHttpServer().address();
   const port = typeof address === 'object' && address ? address.port : config.port;
@@ -74,8 +78,9 @@ async function listen(app: NestExpressApplication, logger: Logger): Promise<Runn
     app,
     url: `http://127.0.0.1:${port}`,
     close: async () => {
-      // Draining first answers every blocked wait (shutdown: true), so the HTTP server can close.
-      drain.begin();
+      // Draining first answers every blocked wait and open socket (shutdown: true), so the HTTP
+      // server can close.
+      await drain.begin();
       await app.close();
     },
   };

@@ -21,6 +21,9 @@ export class AppConfig {
   readonly maxRequestWaitSeconds: number;
   readonly waitRecheckMs: number;
   readonly keepaliveMs: number;
+  readonly websockets: boolean;
+  readonly wsConnectTtlMs: number;
+  readonly waitRetentionMs: number;
 
   constructor(env: Environment) {
     this.port = env.PORT;
@@ -43,5 +46,8 @@ export class AppConfig {
     this.maxRequestWaitSeconds = env.ALCARTA_MAX_REQUEST_WAIT_SECONDS;
     this.waitRecheckMs = env.ALCARTA_WAIT_RECHECK_SECONDS * 1000;
     this.keepaliveMs = env.ALCARTA_KEEPALIVE_SECONDS * 1000;
+    this.websockets = env.ALCARTA_WEBSOCKETS === 'on';
+    this.wsConnectTtlMs = env.ALCARTA_WS_CONNECT_TTL_SECONDS * 1000;
+    this.waitRetentionMs = env.ALCARTA_WAIT_RETENTION_SECONDS * 1000;
   }
 }

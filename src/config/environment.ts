@@ -91,6 +91,23 @@ export class Environment {
   @Max(30)
   ALCARTA_WAIT_RECHECK_SECONDS: number = 15;
 
+  /** Websocket delivery of waits (`delivery: "websocket"`); with off, `"any"` falls back to wait_id polling. */
+  @IsIn(['on', 'off'])
+  ALCARTA_WEBSOCKETS: 'on' | 'off' = 'on';
+
+  /** How long a websocket URL may wait to be opened. */
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(3600)
+  ALCARTA_WS_CONNECT_TTL_SECONDS: number = 30;
+
+  /** How long the result of a persisted wait is kept after it is fixed. */
+  @Type(() => Number)
+  @IsInt()
+  @Min(60)
+  ALCARTA_WAIT_RETENTION_SECONDS: number = 3600;
+
   /** Blocking calls send an SSE comment (and progress, when asked) this often; at most 15 s. */
   @Type(() => Number)
   @IsInt()

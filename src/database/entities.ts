@@ -3,10 +3,18 @@ import { TokenEntity } from '../auth/token.entity';
 import { EventEntity } from '../events/event.entity';
 import { MailboxEntity } from '../mail/mailbox.entity';
 import { MessageEntity } from '../mail/message.entity';
+import { PersistedWaitEntity } from '../waits/persisted-wait.entity';
 
 /**
  * Every table's entity. Registered as a whole (not per feature module) because entities reference
  * each other through their foreign keys, and a process that loads only some modules (the CLI) still
  * needs the full picture of the schema.
  */
-export const ENTITIES = [TokenEntity, MailboxEntity, MessageEntity, ApprovalRequestEntity, EventEntity];
+export const ENTITIES = [
+  TokenEntity,
+  MailboxEntity,
+  MessageEntity,
+  ApprovalRequestEntity,
+  EventEntity,
+  PersistedWaitEntity,
+];

@@ -7,17 +7,32 @@
 export const DOORBELL_CHANNEL = 'alcarta_events';
 
 export type Doorbell =
-  { kind: 'message'; mailboxId: string } | { kind: 'request'; mailboxId: string; requestId: string };
+  | { kind: 'message'; mailboxId: string }
+  | { kind: 'request'; mailboxId: string; requestId: string }
+  /** A persisted wait was created (every replica watches it) or resolved (its result is fixed). */
+  | { kind: 'wait_created' | 'wait_resolved'; waitId: string };
 
 /** Small payloads keep NOTIFY cheap (the limit is 8000 bytes and the queue is shared). */
 export function encodeDoorbell(bell: Doorbell): string {
-  return bell.kind === 'message' ? `m ${bell.mailboxId}` : `r ${bell.mailboxId} ${bell.requestId}`;
+  switch (bell.kind) {
+    case 'message':
+      return `m ${bell.mailboxId}`;
+    case 'request':
+      return `r ${bell.mailboxId} ${bell.requestId}`;
+    case 'wait_created':
+      return `n ${bell.waitId}`;
+    case 'wait_resolved':
+      return `w ${bell.waitId}`;
+  }
 }
 
 /** Inverse of encodeDoorbell; undefined for payloads that are not ours. */
 export function decodeDoorbell(payload: string): Doorbell | undefined {
-  const [kind, mailboxId, requestId] = payload.split(' ');
-  if (kind === 'm' && mailboxId) return { kind: 'message', mailboxId };
-  if (kind === 'r' && mailboxId && requestId) return { kind: 'request', mailboxId, requestId };
+  const [kind, id, requestId] = payload.split(' ');
+  if (!id) return undefined;
+  if (kind === 'm') return { kind: 'message', mailboxId: id };
+  if (kind === 'r' && requestId) return { kind: 'request', mailboxId: id, requestId };
+  if (kind === 'n') return { kind: 'wait_created', waitId: id };
+  if (kind === 'w') return { kind: 'wait_resolved', waitId: id };
   return undefined;
 }

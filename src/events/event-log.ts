@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { QueryDeepPartialEntity } from 'typeorm/query-builder/QueryPartialEntity';
-import { DOORBELL_CHANNEL, encodeDoorbell } from './doorbell';
+import { Doorbell, DOORBELL_CHANNEL, encodeDoorbell } from './doorbell';
 import { EventEntity } from './event.entity';
 
 export interface MessageEventPayload {
@@ -51,6 +51,11 @@ export class EventLog {
 
   private async insert(manager: EntityManager, row: Omit<EventEntity, 'id' | 'createdAt'>): Promise<void> {
     await manager.insert(EventEntity, row as QueryDeepPartialEntity<EventEntity>);
+  }
+
+  /** Rings a doorbell that is not tied to an event (persisted waits), inside the caller's transaction. */
+  async ringDoorbell(manager: EntityManager, bell: Doorbell): Promise<void> {
+    await this.ring(manager, encodeDoorbell(bell));
   }
 
   private async ring(manager: EntityManager, payload: string): Promise<void> {

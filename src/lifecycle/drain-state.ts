@@ -8,19 +8,23 @@ import { Injectable } from '@nestjs/common';
 @Injectable()
 export class DrainState {
   private draining = false;
-  private readonly subscribers: Array<() => void> = [];
+  private readonly subscribers: Array<() => void | Promise<void>> = [];
+  private done: Promise<void> | undefined;
 
   get isDraining(): boolean {
     return this.draining;
   }
 
-  onDrain(subscriber: () => void): void {
+  /** `subscriber` runs when draining begins; a promise it returns delays `begin()`'s. */
+  onDrain(subscriber: () => void | Promise<void>): void {
     this.subscribers.push(subscriber);
   }
 
-  begin(): void {
-    if (this.draining) return;
-    this.draining = true;
-    for (const subscriber of this.subscribers) subscriber();
+  begin(): Promise<void> {
+    if (!this.draining) {
+      this.draining = true;
+      this.done = Promise.all(this.subscribers.map(async (s) => s())).then(() => undefined);
+    }
+    return this.done!;
   }
 }

@@ -11,13 +11,13 @@ export class MetricsService {
     collectDefaultMetrics({ register: this.registry, prefix: 'alcarta_' });
     new Gauge({
       name: 'alcarta_active_waits',
-      help: 'Waits parked in this process, by kind (message, request) and delivery.',
+      help:
+        'Waits parked in this process by kind (message, request) and delivery: poll (a blocking call), ' +
+        'websocket (an open socket), persisted (a stored wait this process watches; every replica does).',
       labelNames: ['kind', 'delivery'],
       registers: [this.registry],
       collect() {
-        const counts = waiters.counts();
-        this.set({ kind: 'message', delivery: 'poll' }, counts.message);
-        this.set({ kind: 'request', delivery: 'poll' }, counts.request);
+        for (const { kind, delivery, count } of waiters.counts()) this.set({ kind, delivery }, count);
       },
     });
   }

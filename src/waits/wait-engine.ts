@@ -5,10 +5,24 @@ import { Doorbell } from '../events/doorbell';
 import { DoorbellListener, DoorbellSubscriber } from '../events/doorbell-listener';
 import { DrainState } from '../lifecycle/drain-state';
 import { MessageCursor } from '../mail/message-cursor';
+import { Caller } from '../auth/caller';
+import { isScope, Scope } from '../auth/scopes';
+import { TokenEntity } from '../auth/token.entity';
+import { PersistedWaitEntity } from './persisted-wait.entity';
+import { PersistedWaitRepository } from './persisted-wait.repository';
 import { MailboxHead, WaitRepository } from './wait.repository';
-import { MessageWaitSpec, RequestWaitSpec, WaitResult, WaitSpec } from './wait-spec';
-import { MessageRow, MessageWaiter, RequestWaiter } from './waiters';
+import { fromStoredSpec, MessageWaitSpec, RequestWaitSpec, WaitDelivery, WaitResult, WaitSpec } from './wait-spec';
+import { MessageRow, MessageWaiter, RequestWaiter, ResultWaiter, Waiter } from './waiters';
 import { WaiterRegistry } from './waiter-registry';
+
+export interface ResultWaitOptions {
+  delivery: WaitDelivery;
+  timeoutMs: number;
+  signal?: AbortSignal;
+  /** What the caller answers when its own wait for the result ends first. */
+  timedOut: () => WaitResult;
+  shutdown: () => WaitResult;
+}
 
 /** Rows fetched per query when feeding message waits. */
 const PAGE = 500;
@@ -22,7 +36,10 @@ const PAGE = 500;
  *  - the doorbell listener reconnected (notifications may have been lost), or the periodic safety
  *    re-check (one statement for all parked waits of the process) sees a position or state that a
  *    lost doorbell should have announced.
- * Poll waits, websocket waits and tasks are all served by this engine.
+ *
+ * Persisted waits (websocket delivery, `wait_id`, tasks) are watched the same way by every replica,
+ * so they survive the loss of the replica that created them; the first replica to see the outcome
+ * fixes it in the database, and a doorbell tells the others and everyone waiting for that result.
  */
 @Injectable()
 export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
@@ -36,6 +53,7 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
   constructor(
     private readonly registry: WaiterRegistry,
     private readonly repository: WaitRepository,
+    private readonly persisted: PersistedWaitRepository,
     private readonly config: AppConfig,
     private readonly drain: DrainState,
     listener: DoorbellListener,
@@ -44,10 +62,11 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
     drain.onDrain(() => this.shutdownAll());
   }
 
-  /** Starts the periodic safety re-check (the server does; the CLI does not). */
-  start(): void {
+  /** Watches the pending persisted waits and starts the periodic safety re-check (server only). */
+  async start(): Promise<void> {
     this.safetyTimer ??= setInterval(() => void this.safetyRecheck(), this.config.waitRecheckMs);
     this.safetyTimer.unref();
+    await this.watchPending();
   }
 
   onModuleDestroy(): void {
@@ -62,18 +81,36 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
   async wait(spec: WaitSpec, signal?: AbortSignal): Promise<WaitResult> {
     const waiter = spec.kind === 'message' ? await this.messageWaiter(spec) : await this.requestWaiter(spec);
     if (waiter.settled) return waiter.result;
-    if (this.drain.isDraining) return waiter.shutdown();
+    return this.park(waiter, spec.timeoutMs, signal, () => this.check(waiter));
+  }
 
-    // Parked before it is checked again: a commit after that check's snapshot rings a doorbell
-    // that finds it here, and a commit before it is seen by the check.
+  /** Waits for the fixed result of a persisted wait (a `wait_id` poll, an open websocket). */
+  awaitResult(wait: PersistedWaitEntity, options: ResultWaitOptions): Promise<WaitResult> {
+    const waiter = new ResultWaiter(wait.id, wait.kind, options.delivery, options.timedOut, options.shutdown);
+    return this.park(waiter, options.timeoutMs, options.signal, async () =>
+      waiter.evaluate(await this.persisted.find(wait.id)),
+    );
+  }
+
+  /**
+   * Parks a waiter until it settles or `timeoutMs` passes. It is filed before `check` runs: a
+   * commit after the check's snapshot rings a doorbell that finds it, a commit before is seen by
+   * the check. `timeoutMs` 0 checks once.
+   */
+  private async park(
+    waiter: MessageWaiter | RequestWaiter | ResultWaiter,
+    timeoutMs: number,
+    signal: AbortSignal | undefined,
+    check: () => Promise<void>,
+  ): Promise<WaitResult> {
+    if (this.drain.isDraining) return waiter.shutdown();
     this.registry.add(waiter);
     const release = () => waiter.finish(waiter.timedOut());
     signal?.addEventListener('abort', release, { once: true });
     try {
-      if (waiter instanceof MessageWaiter) await this.ownScan(waiter);
-      else waiter.evaluate(await this.repository.requests(waiter.spec.requestIds, { all: true }));
-      if (spec.timeoutMs === 0) release();
-      else if (!waiter.settled) waiter.timer = setTimeout(release, spec.timeoutMs);
+      await check();
+      if (timeoutMs === 0) release();
+      else if (!waiter.settled) waiter.timer = setTimeout(release, timeoutMs);
       return await waiter.result;
     } finally {
       signal?.removeEventListener('abort', release);
@@ -82,9 +119,76 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
     }
   }
 
+  /** Brings a message or request waiter up to date with the database. */
+  private async check(waiter: MessageWaiter | RequestWaiter): Promise<void> {
+    if (waiter instanceof MessageWaiter) await this.ownScan(waiter);
+    else waiter.evaluate(await this.repository.requests(waiter.spec.requestIds, { all: true }));
+  }
+
+  /** Starts watching pending persisted waits this process does not watch yet (all, or the listed). */
+  private async watchPending(ids?: readonly string[]): Promise<void> {
+    if (this.drain.isDraining) return;
+    const watched = this.registry.watchedPersisted();
+    for (const { wait, token } of await this.persisted.pending(ids)) {
+      if (!watched.has(wait.id)) await this.watch(wait, token);
+    }
+  }
+
+  /**
+   * The engine's own watch of a persisted wait: an ordinary waiter whose outcome (a match, or the
+   * timeout at `expires_at`) is written to the database instead of answering a request. A shutdown
+   * only drops the watch: the wait stays pending for the other replicas.
+   */
+  private async watch(wait: PersistedWaitEntity, token: TokenEntity): Promise<void> {
+    if (this.registry.persistedWatch(wait.id)) return;
+    const caller = new Caller(token.id, new Set<Scope>(token.scopes.filter(isScope)), token.mailboxes);
+    const remainingMs = Math.max(0, wait.expiresAt.getTime() - Date.now());
+    const spec = fromStoredSpec(wait.spec, caller, remainingMs);
+    let waiter: MessageWaiter | RequestWaiter;
+    if (spec.kind === 'message') {
+      waiter = new MessageWaiter(spec, spec.since!, 'persisted');
+    } else {
+      const rows = await this.repository.requests(spec.requestIds, { all: true });
+      waiter = new RequestWaiter(spec, rows, 'persisted');
+    }
+    if (this.registry.persistedWatch(wait.id)) return;
+    waiter.persistedId = wait.id;
+    this.registry.add(waiter);
+    void waiter.result.then((result) => this.resolvePersisted(waiter, result));
+    waiter.timer = setTimeout(() => waiter.finish(waiter.timedOut()), remainingMs);
+    await this.check(waiter).catch((err) => this.failed(err));
+  }
+
+  private async resolvePersisted(waiter: Waiter & { persistedId?: string }, result: WaitResult): Promise<void> {
+    this.registry.remove(waiter as MessageWaiter | RequestWaiter);
+    try {
+      await this.persisted.resolve(waiter.persistedId!, result);
+    } catch (err) {
+      // Still pending in the database: the safety re-check finds it unwatched and watches it again.
+      this.failed(err);
+    }
+  }
+
+  /** Another replica fixed this wait's result: stop watching it, and answer whoever waits for it. */
+  private async checkResult(waitId: string): Promise<void> {
+    const watch = this.registry.persistedWatch(waitId);
+    const waiters = this.registry.resultWaiters(waitId);
+    const wait = watch || waiters.length > 0 ? await this.persisted.find(waitId) : null;
+    if (watch && wait?.status !== 'pending') this.drop(watch);
+    for (const w of waiters) w.evaluate(wait);
+  }
+
   onDoorbell(bell: Doorbell): void {
-    if (bell.kind === 'message') this.ringMailbox(bell.mailboxId);
-    else this.ringRequest(bell.requestId);
+    switch (bell.kind) {
+      case 'message':
+        return this.ringMailbox(bell.mailboxId);
+      case 'request':
+        return this.ringRequest(bell.requestId);
+      case 'wait_created':
+        return this.singleFlight(`n:${bell.waitId}`, () => this.watchPending([bell.waitId]));
+      case 'wait_resolved':
+        return this.singleFlight(`w:${bell.waitId}`, () => this.checkResult(bell.waitId));
+    }
   }
 
   onListenerReconnected(): void {
@@ -92,28 +196,31 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
   }
 
   private async messageWaiter(spec: MessageWaitSpec): Promise<MessageWaiter> {
-    const start =
-      spec.since ??
-      MessageCursor.fromPositions(
-        (await this.repository.heads(this.scopeOf(spec))).map((h) => {
-          this.cursorKeys.set(h.mailboxId, h.cursorKey);
-          return [h.cursorKey, h.seq];
-        }),
-      );
-    return new MessageWaiter(spec, start);
+    return new MessageWaiter(spec, await this.startCursor(spec));
   }
 
   private async requestWaiter(spec: RequestWaitSpec): Promise<RequestWaiter> {
     const rows = await this.repository.requests(spec.requestIds, spec.caller.mailboxAccess);
-    const byId = new Map(rows.map((r) => [r.id, r]));
-    const missing = spec.requestIds.find((id) => !byId.has(id));
+    const missing = spec.requestIds.find((id) => !rows.some((r) => r.id === id));
     if (missing) throw notFound('request', missing);
-    const waiter = new RequestWaiter(
-      spec,
-      spec.requestIds.map((id) => byId.get(id)!),
-    );
+    const waiter = new RequestWaiter(spec, rows);
     waiter.evaluate(rows);
     return waiter;
+  }
+
+  /**
+   * The starting position of a message wait that names none: the newest message of each watched
+   * mailbox now. Also what a persisted wait stores as its cursor.
+   */
+  async startCursor(spec: MessageWaitSpec): Promise<MessageCursor> {
+    if (spec.since) return spec.since;
+    const heads = await this.repository.heads(this.scopeOf(spec));
+    return MessageCursor.fromPositions(
+      heads.map((h) => {
+        this.cursorKeys.set(h.mailboxId, h.cursorKey);
+        return [h.cursorKey, h.seq];
+      }),
+    );
   }
 
   private scopeOf(spec: MessageWaitSpec) {
@@ -190,12 +297,16 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
    * position, or a request reached an awaited state, the doorbell was lost: act as if it rang.
    */
   private async safetyRecheck(): Promise<void> {
-    if (this.registry.size === 0) return;
     try {
-      const { heads, states } = await this.repository.probe(
+      const { heads, states, pendingWaits, resolvedWaits } = await this.repository.probe(
         this.registry.watchedMailboxes(),
         this.registry.watchedRequests(),
+        this.registry.watchedResults(),
       );
+      const watched = this.registry.watchedPersisted();
+      const unwatched = pendingWaits.filter((id) => !watched.has(id));
+      if (unwatched.length > 0) void this.watchPending(unwatched).catch((err) => this.failed(err));
+      for (const waitId of resolvedWaits) this.singleFlight(`w:${waitId}`, () => this.checkResult(waitId));
       for (const head of heads) {
         this.cursorKeys.set(head.mailboxId, head.cursorKey);
         if (this.registry.messageWaiters(head.mailboxId).some((w) => behind(w, head))) {
@@ -243,8 +354,18 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
     })();
   }
 
+  /** Draining: every waiting client gets its shutdown answer; watches of persisted waits are dropped. */
   private shutdownAll(): void {
-    for (const waiter of this.registry.all()) waiter.finish(waiter.shutdown());
+    for (const waiter of this.registry.all()) {
+      if (waiter.persistedId && !(waiter instanceof ResultWaiter)) this.drop(waiter);
+      else waiter.finish(waiter.shutdown());
+    }
+  }
+
+  /** Forgets the watch of a persisted wait without writing anything. */
+  private drop(watch: MessageWaiter | RequestWaiter): void {
+    clearTimeout(watch.timer);
+    this.registry.remove(watch);
   }
 
   private failed(err: unknown): void {

@@ -1,6 +1,7 @@
 import { Caller } from '../auth/caller';
 import { RequestState } from '../approvals/approval-request.entity';
 import { MessageCursor } from '../mail/message-cursor';
+import { StoredWaitSpec } from './persisted-wait.entity';
 
 /** What a message wait watches: which mailboxes, from which position, with which filters. */
 export interface MessageWaitSpec {
@@ -36,4 +37,34 @@ export interface WaitResult {
   events: object[];
   next_cursor?: string;
   requests?: Array<{ request_id: string; state: RequestState }>;
+}
+
+/** How a wait is delivered: a blocking call, an open websocket, or watched in the background. */
+export type WaitDelivery = 'poll' | 'websocket' | 'persisted';
+
+/** The stored form of a spec; a message wait stores the cursor it starts from. */
+export function toStoredSpec(spec: WaitSpec, start: MessageCursor | undefined): StoredWaitSpec {
+  return spec.kind === 'message'
+    ? {
+        kind: 'message',
+        mailbox_id: spec.mailboxId ?? null,
+        from: spec.from ?? null,
+        subject_contains: spec.subjectContains ?? null,
+        cursor: start!.toString(),
+      }
+    : { kind: 'request', request_ids: spec.requestIds, states: [...spec.states] };
+}
+
+export function fromStoredSpec(stored: StoredWaitSpec, caller: Caller, timeoutMs: number): WaitSpec {
+  return stored.kind === 'message'
+    ? {
+        kind: 'message',
+        caller,
+        mailboxId: stored.mailbox_id ?? undefined,
+        since: MessageCursor.parse(stored.cursor),
+        from: stored.from ?? undefined,
+        subjectContains: stored.subject_contains ?? undefined,
+        timeoutMs,
+      }
+    : { kind: 'request', caller, requestIds: stored.request_ids, states: new Set(stored.states), timeoutMs };
 }

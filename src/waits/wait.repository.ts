@@ -83,27 +83,42 @@ export class WaitRepository {
 
   /**
    * The safety re-check of every parked wait of this process in one statement: heads of the
-   * watched mailboxes and states of the watched requests.
+   * watched mailboxes, states of the watched requests, the pending persisted waits (which every
+   * replica watches), and which of the awaited persisted results are fixed.
    */
   async probe(
     mailboxes: MailboxAccess,
     requestIds: readonly string[],
-  ): Promise<{ heads: MailboxHead[]; states: Map<string, RequestState> }> {
+    resultWaitIds: readonly string[],
+  ): Promise<{
+    heads: MailboxHead[];
+    states: Map<string, RequestState>;
+    pendingWaits: string[];
+    resolvedWaits: string[];
+  }> {
     const rows = await this.dataSource.query<
-      Array<{ kind: 'm' | 'r'; id: string; cursor_key: number | null; value: string }>
+      Array<{ kind: 'm' | 'r' | 'p' | 'x'; id: string; cursor_key: number | null; value: string | null }>
     >(
       `SELECT 'm' AS kind, id, cursor_key, message_seq::text AS value
          FROM mailboxes WHERE $1::boolean OR id = ANY($2::text[])
        UNION ALL
-       SELECT 'r', id, NULL, state FROM approval_requests WHERE id = ANY($3::text[])`,
-      [mailboxes.all, mailboxes.all ? [] : mailboxes.ids, requestIds],
+       SELECT 'r', id, NULL, state FROM approval_requests WHERE id = ANY($3::text[])
+       UNION ALL
+       SELECT 'p', id, NULL, NULL FROM waits WHERE status = 'pending'
+       UNION ALL
+       SELECT 'x', id, NULL, NULL FROM waits WHERE id = ANY($4::text[]) AND status = 'resolved'`,
+      [mailboxes.all, mailboxes.all ? [] : mailboxes.ids, requestIds, resultWaitIds],
     );
     const heads: MailboxHead[] = [];
     const states = new Map<string, RequestState>();
+    const pendingWaits: string[] = [];
+    const resolvedWaits: string[] = [];
     for (const r of rows) {
       if (r.kind === 'm') heads.push({ mailboxId: r.id, cursorKey: r.cursor_key!, seq: Number(r.value) });
-      else states.set(r.id, r.value as RequestState);
+      else if (r.kind === 'r') states.set(r.id, r.value as RequestState);
+      else if (r.kind === 'p') pendingWaits.push(r.id);
+      else resolvedWaits.push(r.id);
     }
-    return { heads, states };
+    return { heads, states, pendingWaits, resolvedWaits };
   }
 }

@@ -6,10 +6,27 @@ import { AlcartaError, invalidRequest, notFound } from '../common/errors';
 import { AppConfig } from '../config/app-config';
 import { MailboxService } from '../mail/mailbox.service';
 import { MessageCursor } from '../mail/message-cursor';
+import { newId } from '../common/ids';
+import { PersistedWaitEntity } from './persisted-wait.entity';
+import { PersistedWaitRepository } from './persisted-wait.repository';
+import { TicketService } from './ticket.service';
 import { WaitEngine } from './wait-engine';
-import { MessageWaitSpec, RequestWaitSpec, WaitResult } from './wait-spec';
+import { WaitRepository } from './wait.repository';
+import { MessageWaitSpec, RequestWaitSpec, toStoredSpec, WaitResult, WaitSpec } from './wait-spec';
 
 export type Delivery = 'poll' | 'websocket' | 'any';
+
+/** What `delivery: "websocket" | "any"` returns at once (SPEC §4). */
+export interface DeliveryDescriptor {
+  delivery: 'websocket' | 'poll';
+  wait_id: string;
+  websocket_url?: string;
+  connect_deadline?: string;
+  expires_at: string;
+}
+
+/** Where websocket URLs point (the gateway serves this path on the HTTP port). */
+export const WAIT_SOCKET_PATH = '/v1/waits/ws';
 
 /** `email_await` arguments after schema validation (the monitor_* tools map onto these). */
 export interface AwaitArguments {
@@ -28,24 +45,108 @@ export class WaitService {
   constructor(
     private readonly engine: WaitEngine,
     private readonly mailboxes: MailboxService,
+    private readonly waits: WaitRepository,
+    private readonly persisted: PersistedWaitRepository,
+    private readonly tickets: TicketService,
     private readonly config: AppConfig,
   ) {}
 
-  async await(caller: Caller, args: AwaitArguments, signal?: AbortSignal): Promise<WaitResult> {
-    if (args.wait_id !== undefined) throw notFound('wait', args.wait_id);
+  /**
+   * One call of email_await (or a monitor_* tool): a blocking poll wait, the creation of a
+   * persisted wait for websocket delivery, or a long poll of a persisted wait by `wait_id`.
+   */
+  async await(caller: Caller, args: AwaitArguments, signal?: AbortSignal): Promise<WaitResult | DeliveryDescriptor> {
+    if (args.wait_id !== undefined) return this.awaitPersisted(caller, args, signal);
     if (!args.event) {
       throw invalidRequest('missing_argument', 'event is required (unless wait_id is given).', { argument: 'event' });
-    }
-    if (args.delivery !== 'poll') {
-      throw invalidRequest('delivery_not_supported', `delivery "${args.delivery}" is not available; use "poll".`, {
-        argument: 'delivery',
-      });
     }
     const spec =
       args.event.type === 'message_received'
         ? await this.messageSpec(caller, args.event, args)
         : this.requestSpec(caller, args.event, args);
-    return this.engine.wait(spec, signal);
+    if (args.delivery === 'poll') return this.engine.wait(spec, signal);
+    return this.persist(caller, spec, args.delivery);
+  }
+
+  /**
+   * Stores the wait (every replica then watches it) and returns at once: with a single-use
+   * websocket URL, or — `"any"` on a deployment without websockets — just the `wait_id` to poll.
+   */
+  private async persist(caller: Caller, spec: WaitSpec, delivery: 'websocket' | 'any'): Promise<DeliveryDescriptor> {
+    if (!this.config.websockets && delivery === 'websocket') {
+      throw invalidRequest('websocket_unavailable', 'Websocket delivery is disabled on this deployment; use "poll".', {
+        argument: 'delivery',
+      });
+    }
+    if (spec.kind === 'request') await this.assertRequestsVisible(spec);
+    const start = spec.kind === 'message' ? await this.engine.startCursor(spec) : undefined;
+    const ticket = this.config.websockets ? this.tickets.issue() : undefined;
+    const now = Date.now();
+    const wait = await this.persisted.insert({
+      id: newId('wt'),
+      tokenId: caller.tokenId,
+      kind: spec.kind,
+      spec: toStoredSpec(spec, start),
+      status: 'pending',
+      result: null,
+      expiresAt: new Date(now + spec.timeoutMs),
+      resolvedAt: null,
+      ticketHash: ticket?.hash ?? null,
+      connectDeadline: ticket ? new Date(now + this.config.wsConnectTtlMs) : null,
+      ticketConsumedAt: null,
+    });
+    if (!ticket) return { delivery: 'poll', wait_id: wait.id, expires_at: wait.expiresAt.toISOString() };
+    const socketUrl = new URL(WAIT_SOCKET_PATH, this.config.publicUrl.replace(/^http/, 'ws') + '/');
+    socketUrl.searchParams.set('ticket', ticket.ticket);
+    return {
+      delivery: 'websocket',
+      wait_id: wait.id,
+      websocket_url: socketUrl.toString(),
+      connect_deadline: wait.connectDeadline!.toISOString(),
+      expires_at: wait.expiresAt.toISOString(),
+    };
+  }
+
+  /**
+   * Long-polls a persisted wait: its fixed result once there is one (the same the websocket
+   * delivers); a poll that times out or meets a shutdown leaves the wait itself running
+   * (`wait_status: "pending"`), so the client polls again.
+   */
+  private async awaitPersisted(caller: Caller, args: AwaitArguments, signal?: AbortSignal): Promise<WaitResult> {
+    if (args.event !== undefined || args.since_cursor !== undefined || args.delivery !== 'poll') {
+      throw invalidRequest('conflicting_arguments', 'With wait_id, give only timeout_seconds.', {
+        argument: 'wait_id',
+      });
+    }
+    const wait = await this.persisted.findForToken(args.wait_id!, caller.tokenId);
+    if (!wait) throw notFound('wait', args.wait_id!);
+    const timeoutMs = this.timeout(
+      args.timeout_seconds,
+      wait.kind === 'message' ? this.config.maxMessageWaitSeconds : this.config.maxRequestWaitSeconds,
+    );
+    if (wait.status === 'resolved') return wait.result!;
+    const pending = await this.pendingResult(wait);
+    return this.engine.awaitResult(wait, {
+      delivery: 'poll',
+      timeoutMs,
+      signal,
+      timedOut: () => ({ ...pending, timed_out: true }),
+      shutdown: () => ({ ...pending, shutdown: true }),
+    });
+  }
+
+  /** What a client learns from a persisted wait that has no result yet. */
+  async pendingResult(wait: PersistedWaitEntity): Promise<WaitResult & { wait_status: 'pending' }> {
+    const base = { matched: false, timed_out: false, shutdown: false, events: [], wait_status: 'pending' as const };
+    if (wait.spec.kind === 'message') return { ...base, next_cursor: wait.spec.cursor };
+    const rows = await this.waits.requests(wait.spec.request_ids, { all: true });
+    return { ...base, requests: rows.map((r) => ({ request_id: r.id, state: r.state })) };
+  }
+
+  private async assertRequestsVisible(spec: RequestWaitSpec): Promise<void> {
+    const visible = await this.waits.requests(spec.requestIds, spec.caller.mailboxAccess);
+    const missing = spec.requestIds.find((id) => !visible.some((r) => r.id === id));
+    if (missing) throw notFound('request', missing);
   }
 
   private async messageSpec(

@@ -1,41 +1,62 @@
 import { Injectable } from '@nestjs/common';
 import { MailboxAccess } from '../auth/caller';
-import { MessageWaiter, RequestWaiter, Waiter } from './waiters';
+import { WaitDelivery } from './wait-spec';
+import { MessageWaiter, RequestWaiter, ResultWaiter } from './waiters';
 
 /** Key under which waits on every mailbox (tokens bound to `*`) are filed. */
 const ALL_MAILBOXES = '*';
 
+export type AnyWaiter = MessageWaiter | RequestWaiter | ResultWaiter;
+
 /**
  * The parked waits of this process, filed by what can concern them: message waits by mailbox id
- * (or under `*`), request waits by request id. A doorbell looks up only its own key, so it wakes
- * only the waits it can concern.
+ * (or under `*`), request waits by request id, waits for a persisted wait's result by its id. A
+ * doorbell looks up only its own key, so it wakes only the waits it can concern.
  */
 @Injectable()
 export class WaiterRegistry {
   private readonly byMailbox = new Map<string, Set<MessageWaiter>>();
   private readonly byRequest = new Map<string, Set<RequestWaiter>>();
-  private readonly everyone = new Set<Waiter>();
+  private readonly byResult = new Map<string, Set<ResultWaiter>>();
+  /** The engine's watch of each persisted wait, by wait id (at most one per process). */
+  private readonly persisted = new Map<string, MessageWaiter | RequestWaiter>();
+  private readonly everyone = new Set<AnyWaiter>();
 
   get size(): number {
     return this.everyone.size;
   }
 
-  counts(): { message: number; request: number } {
-    let message = 0;
-    for (const w of this.everyone) if (w instanceof MessageWaiter) message++;
-    return { message, request: this.everyone.size - message };
+  counts(): Array<{ kind: 'message' | 'request'; delivery: WaitDelivery; count: number }> {
+    const counts = new Map<string, number>();
+    for (const w of this.everyone) {
+      const kind = w instanceof ResultWaiter ? w.kind : w instanceof MessageWaiter ? 'message' : 'request';
+      const key = `${kind} ${w.delivery}`;
+      counts.set(key, (counts.get(key) ?? 0) + 1);
+    }
+    return (['message', 'request'] as const).flatMap((kind) =>
+      (['poll', 'websocket', 'persisted'] as const).map((delivery) => ({
+        kind,
+        delivery,
+        count: counts.get(`${kind} ${delivery}`) ?? 0,
+      })),
+    );
   }
 
-  add(waiter: MessageWaiter | RequestWaiter): void {
+  add(waiter: AnyWaiter): void {
     this.everyone.add(waiter);
     if (waiter instanceof MessageWaiter) for (const key of waiter.keys) file(this.byMailbox, key, waiter);
-    else for (const key of waiter.keys) file(this.byRequest, key, waiter);
+    else if (waiter instanceof RequestWaiter) for (const key of waiter.keys) file(this.byRequest, key, waiter);
+    else file(this.byResult, waiter.waitId, waiter);
+    if (waiter.persistedId && !(waiter instanceof ResultWaiter)) this.persisted.set(waiter.persistedId, waiter);
   }
 
-  remove(waiter: MessageWaiter | RequestWaiter): void {
+  remove(waiter: AnyWaiter): void {
     if (!this.everyone.delete(waiter)) return;
     if (waiter instanceof MessageWaiter) for (const key of waiter.keys) unfile(this.byMailbox, key, waiter);
-    else for (const key of waiter.keys) unfile(this.byRequest, key, waiter);
+    else if (waiter instanceof RequestWaiter) for (const key of waiter.keys) unfile(this.byRequest, key, waiter);
+    else unfile(this.byResult, waiter.waitId, waiter);
+    if (waiter.persistedId && this.persisted.get(waiter.persistedId) === waiter)
+      this.persisted.delete(waiter.persistedId);
   }
 
   /** Unsettled message waits that watch this mailbox. */
@@ -51,7 +72,15 @@ export class WaiterRegistry {
     return [...(this.byRequest.get(requestId) ?? [])].filter((w) => !w.settled);
   }
 
-  all(): Waiter[] {
+  resultWaiters(waitId: string): ResultWaiter[] {
+    return [...(this.byResult.get(waitId) ?? [])].filter((w) => !w.settled);
+  }
+
+  persistedWatch(waitId: string): MessageWaiter | RequestWaiter | undefined {
+    return this.persisted.get(waitId);
+  }
+
+  all(): AnyWaiter[] {
     return [...this.everyone];
   }
 
@@ -63,6 +92,14 @@ export class WaiterRegistry {
 
   watchedRequests(): string[] {
     return [...this.byRequest.keys()];
+  }
+
+  watchedResults(): string[] {
+    return [...this.byResult.keys()];
+  }
+
+  watchedPersisted(): ReadonlySet<string> {
+    return new Set(this.persisted.keys());
   }
 }
 

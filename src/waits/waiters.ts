@@ -1,7 +1,8 @@
 import { RequestState } from '../approvals/approval-request.entity';
 import { RequestEventPayload } from '../events/event-log';
 import { MessageCursor } from '../mail/message-cursor';
-import { MessageWaitSpec, RequestWaitSpec, WaitResult } from './wait-spec';
+import { PersistedWaitEntity } from './persisted-wait.entity';
+import { MessageWaitSpec, RequestWaitSpec, WaitDelivery, WaitResult } from './wait-spec';
 
 /** At most this many events in one result (SPEC §4). */
 export const MAX_EVENTS = 100;
@@ -35,8 +36,10 @@ export abstract class Waiter {
   private settle!: (result: WaitResult) => void;
   settled = false;
   timer: NodeJS.Timeout | undefined;
+  /** Set for the engine's watch of a persisted wait: its result goes to the database. */
+  persistedId: string | undefined;
 
-  constructor() {
+  constructor(readonly delivery: WaitDelivery) {
     this.result = new Promise((resolve) => (this.settle = resolve));
   }
 
@@ -59,8 +62,9 @@ export class MessageWaiter extends Waiter {
   constructor(
     readonly spec: MessageWaitSpec,
     public cursor: MessageCursor,
+    delivery: WaitDelivery = 'poll',
   ) {
-    super();
+    super(delivery);
   }
 
   /** Mailbox ids whose doorbells concern this waiter, or '*' for every mailbox. */
@@ -135,9 +139,11 @@ export class RequestWaiter extends Waiter {
   constructor(
     readonly spec: RequestWaitSpec,
     initial: readonly RequestRow[],
+    delivery: WaitDelivery = 'poll',
   ) {
-    super();
-    this.states = initial.map((r) => ({ request_id: r.id, state: r.state }));
+    super(delivery);
+    const byId = new Map(initial.map((r) => [r.id, r.state]));
+    this.states = spec.requestIds.filter((id) => byId.has(id)).map((id) => ({ request_id: id, state: byId.get(id)! }));
   }
 
   get keys(): string[] {
@@ -174,6 +180,38 @@ export class RequestWaiter extends Waiter {
 
   shutdown(): WaitResult {
     return { matched: false, timed_out: false, shutdown: true, events: [], requests: this.states };
+  }
+}
+
+/**
+ * Waits for the fixed result of a persisted wait: a `wait_id` poll, or an open websocket. What a
+ * timeout or a shutdown answers depends on who waits, so the caller supplies those results.
+ */
+export class ResultWaiter extends Waiter {
+  constructor(
+    readonly waitId: string,
+    readonly kind: 'message' | 'request',
+    delivery: WaitDelivery,
+    private readonly onTimeout: () => WaitResult,
+    private readonly onShutdown: () => WaitResult,
+  ) {
+    super(delivery);
+  }
+
+  get keys(): string[] {
+    return [this.waitId];
+  }
+
+  evaluate(wait: PersistedWaitEntity | null): void {
+    if (wait?.status === 'resolved' && wait.result) this.finish(wait.result);
+  }
+
+  timedOut(): WaitResult {
+    return this.onTimeout();
+  }
+
+  shutdown(): WaitResult {
+    return this.onShutdown();
   }
 }
 

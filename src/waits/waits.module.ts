@@ -1,6 +1,9 @@
 import { Module } from '@nestjs/common';
 import { EventsModule } from '../events/events.module';
 import { MailModule } from '../mail/mail.module';
+import { PersistedWaitRepository } from './persisted-wait.repository';
+import { PersistedWaitSweeper } from './persisted-wait.sweeper';
+import { TicketService } from './ticket.service';
 import { WaitEngine } from './wait-engine';
 import { WaitRepository } from './wait.repository';
 import { WaitService } from './wait.service';
@@ -8,7 +11,15 @@ import { WaiterRegistry } from './waiter-registry';
 
 @Module({
   imports: [EventsModule, MailModule],
-  providers: [WaiterRegistry, WaitRepository, WaitEngine, WaitService],
-  exports: [WaitService, WaitEngine, WaiterRegistry],
+  providers: [
+    WaiterRegistry,
+    WaitRepository,
+    PersistedWaitRepository,
+    TicketService,
+    WaitEngine,
+    WaitService,
+    PersistedWaitSweeper,
+  ],
+  exports: [WaitService, WaitEngine, WaiterRegistry, TicketService, PersistedWaitSweeper],
 })
 export class WaitsModule {}

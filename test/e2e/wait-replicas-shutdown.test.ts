@@ -193,7 +193,7 @@ describe('waits across replicas and during graceful shutdown', () => {
       const mailboxId = await createMailbox(server.admin);
       const requestId = await newRequest(b, mailboxId);
 
-      server.running.app.get(DrainState).begin();
+      await server.running.app.get(DrainState).begin();
       const ready = await fetch(`${server.url}/health/ready`);
       assert.equal(ready.status, 503);
       const body = (await ready.json()) as { status: string; details: Record<string, { status: string }> };

@@ -4,7 +4,6 @@ import { REQUEST_STATES } from '../../approvals/approval-request.entity';
 import { invalidRequest } from '../../common/errors';
 import { AppConfig } from '../../config/app-config';
 import { AwaitArguments, WaitService } from '../../waits/wait.service';
-import { WaitResult } from '../../waits/wait-spec';
 import { defineTool, ToolContext, ToolDefinition, ToolProvider } from '../tool-definition';
 
 const timeoutSeconds = z
@@ -19,7 +18,12 @@ const timeoutSeconds = z
 const delivery = z
   .enum(['poll', 'websocket', 'any'])
   .default('poll')
-  .describe('"poll" (default): this call blocks until the result.');
+  .describe(
+    '"poll" (default): this call blocks until the result. "websocket": returns at once with a single-use ' +
+      'websocket_url (open it before connect_deadline; it sends {"type":"ready"} then one {"type":"result",…}) ' +
+      'and a wait_id; if the socket fails, call email_await {"wait_id"} instead. "any": websocket if available, ' +
+      'else a wait_id to poll.',
+  );
 const sinceCursor = z
   .string()
   .optional()
@@ -82,7 +86,14 @@ export class WaitTools implements ToolProvider {
             timeout_seconds: timeoutSeconds,
             delivery,
             since_cursor: sinceCursor,
-            wait_id: z.string().min(1).optional().describe('Resume a persisted wait (wt_…).'),
+            wait_id: z
+              .string()
+              .min(1)
+              .optional()
+              .describe(
+                'Long-poll a wait created with delivery websocket/any (wt_…): returns its result (the same the ' +
+                  'socket delivers) once there is one; a poll that times out leaves the wait running.',
+              ),
           })
           .strict(),
         scopes: ['mail:read', 'approvals:read'],
@@ -176,7 +187,7 @@ export class WaitTools implements ToolProvider {
    * notification every keep-alive interval, which resets SDK clients' request timers
    * (resetTimeoutOnProgress); the transport adds SSE comments for proxies either way.
    */
-  private async run(args: AwaitArguments, ctx: ToolContext): Promise<WaitResult> {
+  private async run(args: AwaitArguments, ctx: ToolContext): Promise<object> {
     const started = Date.now();
     const ticker = ctx.progress
       ? setInterval(() => {

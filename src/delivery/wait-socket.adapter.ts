@@ -1,0 +1,82 @@
+import { INestApplicationContext, Logger } from '@nestjs/common';
+import { WsAdapter } from '@nestjs/platform-ws';
+import { IncomingMessage } from 'node:http';
+import { Duplex } from 'node:stream';
+import { WebSocketServer } from 'ws';
+import { AppConfig } from '../config/app-config';
+import { PersistedWaitEntity } from '../waits/persisted-wait.entity';
+import { TicketService } from '../waits/ticket.service';
+
+/** The upgrade request after its ticket was consumed: the wait the socket delivers. */
+export interface TicketedRequest extends IncomingMessage {
+  wait?: PersistedWaitEntity;
+}
+
+type VerifyCallback = (verified: boolean, code?: number, message?: string, headers?: Record<string, string>) => void;
+
+const REFUSAL_STATUS = { ticket_invalid: 401, ticket_consumed: 410, ticket_expired: 410 } as const;
+
+/**
+ * `@nestjs/platform-ws`, with the ticket check before the upgrade: a refused handshake gets an
+ * HTTP status and a JSON body (SPEC §4) instead of a socket. The ticket is consumed by the one
+ * conditional UPDATE in the database, so of many racing connections exactly one is upgraded, on
+ * whichever replica they land. Malformed handshakes are answered in JSON too, and consume nothing.
+ */
+export class WaitSocketAdapter extends WsAdapter {
+  private readonly log = new Logger(WaitSocketAdapter.name);
+  private readonly tickets: TicketService;
+  private readonly config: AppConfig;
+
+  constructor(app: INestApplicationContext) {
+    super(app);
+    this.tickets = app.get(TicketService);
+    this.config = app.get(AppConfig);
+  }
+
+  override create(port: number, options: Record<string, unknown> = {}): WebSocketServer {
+    const server = super.create(port, {
+      ...options,
+      verifyClient: (info: { req: TicketedRequest }, done: VerifyCallback) => void this.verify(info.req, done),
+    }) as WebSocketServer;
+    server.on('wsClientError', (err: Error, socket: Duplex) => refuse(socket, 400, 'invalid_handshake', err.message));
+    return server;
+  }
+
+  private async verify(req: TicketedRequest, done: VerifyCallback): Promise<void> {
+    const reply = (status: number, body: object) =>
+      done(false, status, JSON.stringify(body), { 'Content-Type': 'application/json' });
+    if (!this.config.websockets) {
+      return reply(404, { error: 'not_found', reason: 'websockets_disabled', message: 'Websockets are off.' });
+    }
+    const ticket = new URL(req.url ?? '', 'http://localhost').searchParams.get('ticket') ?? '';
+    try {
+      const outcome = await this.tickets.consume(ticket);
+      if (typeof outcome === 'string') {
+        return reply(REFUSAL_STATUS[outcome], {
+          error: 'invalid_request',
+          reason: outcome,
+          message: MESSAGES[outcome],
+        });
+      }
+      req.wait = outcome;
+      done(true);
+    } catch (err) {
+      this.log.error(err instanceof Error ? err : String(err));
+      reply(503, { error: 'unavailable', message: 'The ticket could not be checked; try again.' });
+    }
+  }
+}
+
+const MESSAGES = {
+  ticket_invalid: 'This websocket URL is not valid.',
+  ticket_consumed: 'This websocket URL was used already; it is single-use. Poll email_await with the wait_id.',
+  ticket_expired: 'This websocket URL was not opened before its connect_deadline. Poll email_await with the wait_id.',
+};
+
+function refuse(socket: Duplex, status: number, reason: string, message: string): void {
+  const body = JSON.stringify({ error: 'invalid_request', reason, message });
+  socket.end(
+    `HTTP/1.1 ${status} Bad Request\r\nConnection: close\r\nContent-Type: application/json\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+  );
+}

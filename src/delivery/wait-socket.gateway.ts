@@ -1,0 +1,74 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { OnGatewayConnection, WebSocketGateway } from '@nestjs/websockets';
+import { WebSocket } from 'ws';
+import { AppConfig } from '../config/app-config';
+import { DrainState } from '../lifecycle/drain-state';
+import { WaitEngine } from '../waits/wait-engine';
+import { WAIT_SOCKET_PATH, WaitService } from '../waits/wait.service';
+import { TicketedRequest } from './wait-socket.adapter';
+
+/** Close codes of RFC 6455: done, and "service restart" (reconnect elsewhere). */
+const NORMAL_CLOSURE = 1000;
+const SERVICE_RESTART = 1012;
+const INTERNAL_ERROR = 1011;
+/** If no replica fixed the result by the wait's end (database trouble), the socket gives up this much later. */
+const RESULT_GRACE_MS = 60_000;
+/** How long a drain waits for clients to acknowledge the closing frames. */
+const CLOSE_GRACE_MS = 1_000;
+
+/**
+ * Delivers one persisted wait over a websocket: `{"type":"ready"}` on connect, then exactly one
+ * `{"type":"result", …}` — the wait's fixed result, the same `email_await {wait_id}` returns — and
+ * close 1000. Pings keep proxies from timing out an idle socket. On shutdown the socket gets a
+ * result with `shutdown: true` and close 1012; the wait itself lives on for the other replicas.
+ */
+@WebSocketGateway({ path: WAIT_SOCKET_PATH })
+@Injectable()
+export class WaitSocketGateway implements OnGatewayConnection<WebSocket> {
+  private readonly logger = new Logger(WaitSocketGateway.name);
+  private readonly open = new Set<WebSocket>();
+
+  constructor(
+    private readonly engine: WaitEngine,
+    private readonly waits: WaitService,
+    private readonly config: AppConfig,
+    drain: DrainState,
+  ) {
+    drain.onDrain(() => this.closed());
+  }
+
+  async handleConnection(socket: WebSocket, req: TicketedRequest): Promise<void> {
+    const wait = req.wait!;
+    this.open.add(socket);
+    const abort = new AbortController();
+    const ping = setInterval(() => socket.ping(), this.config.keepaliveMs);
+    socket.once('close', () => {
+      clearInterval(ping);
+      abort.abort();
+      this.open.delete(socket);
+    });
+    socket.send(JSON.stringify({ type: 'ready', wait_id: wait.id }));
+    try {
+      const pending = await this.waits.pendingResult(wait);
+      const result = await this.engine.awaitResult(wait, {
+        delivery: 'websocket',
+        timeoutMs: Math.max(0, wait.expiresAt.getTime() - Date.now()) + RESULT_GRACE_MS,
+        signal: abort.signal,
+        timedOut: () => ({ ...pending, timed_out: true }),
+        shutdown: () => ({ ...pending, shutdown: true }),
+      });
+      if (socket.readyState !== WebSocket.OPEN) return;
+      socket.send(JSON.stringify({ type: 'result', ...result }));
+      socket.close(result.shutdown ? SERVICE_RESTART : NORMAL_CLOSURE);
+    } catch (err) {
+      this.logger.error(err instanceof Error ? err : String(err));
+      if (socket.readyState === WebSocket.OPEN) socket.close(INTERNAL_ERROR, 'poll email_await with the wait_id');
+    }
+  }
+
+  /** Resolves once every socket has closed (the drain has sent their results), or after a grace. */
+  private async closed(): Promise<void> {
+    const deadline = Date.now() + CLOSE_GRACE_MS;
+    while (this.open.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  }
+}

@@ -1,0 +1,61 @@
+import { Check, Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryColumn } from 'typeorm';
+import { TokenEntity } from '../auth/token.entity';
+import { RequestState } from '../approvals/approval-request.entity';
+import { WaitResult } from './wait-spec';
+
+/** What a persisted wait watches, as stored (the JSON form of a WaitSpec without its caller). */
+export type StoredWaitSpec =
+  | { kind: 'message'; mailbox_id: string | null; from: string | null; subject_contains: string | null; cursor: string }
+  | { kind: 'request'; request_ids: string[]; states: RequestState[] };
+
+@Entity({ name: 'waits' })
+@Check('waits_kind_check', `kind IN ('message', 'request')`)
+@Check('waits_status_check', `status IN ('pending', 'resolved')`)
+/** Partial indexes (pending by deadline, resolved by age), owned by the migration. */
+@Index('waits_pending', { synchronize: false })
+@Index('waits_resolved', { synchronize: false })
+export class PersistedWaitEntity {
+  @PrimaryColumn({ type: 'text' })
+  id: string;
+
+  /** The token that created the wait; no other token can see it. */
+  @Column({ name: 'token_id', type: 'text' })
+  tokenId: string;
+
+  @ManyToOne(() => TokenEntity)
+  @JoinColumn({ name: 'token_id', foreignKeyConstraintName: 'waits_token_id_fkey' })
+  token?: TokenEntity;
+
+  @Column({ type: 'text' })
+  kind: 'message' | 'request';
+
+  @Column({ type: 'jsonb' })
+  spec: StoredWaitSpec;
+
+  @Column({ type: 'text' })
+  status: 'pending' | 'resolved';
+
+  /** Fixed once, by whichever replica resolved the wait first. */
+  @Column({ type: 'jsonb', nullable: true })
+  result: WaitResult | null;
+
+  @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
+  createdAt: Date;
+
+  /** End of the watch (creation + timeout_seconds). */
+  @Column({ name: 'expires_at', type: 'timestamptz' })
+  expiresAt: Date;
+
+  @Column({ name: 'resolved_at', type: 'timestamptz', nullable: true })
+  resolvedAt: Date | null;
+
+  /** SHA-256 of the single-use websocket ticket; null when websockets are off. */
+  @Column({ name: 'ticket_hash', type: 'character', length: 64, nullable: true, unique: true })
+  ticketHash: string | null;
+
+  @Column({ name: 'connect_deadline', type: 'timestamptz', nullable: true })
+  connectDeadline: Date | null;
+
+  @Column({ name: 'ticket_consumed_at', type: 'timestamptz', nullable: true })
+  ticketConsumedAt: Date | null;
+}
