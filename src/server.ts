@@ -65,7 +65,7 @@ async function listen(app: NestExpressApplication, logger: Logger): Promise<Runn
   else await app.get(MigrationRunner).assertUpToDate();
   await app.get(BootstrapTokenService).ensureAdminToken();
   await app.get(DoorbellListener).start();
-  await app.get(WaitEngine).start();
+  app.get(WaitEngine).start();
   app.get(PersistedWaitSweeper).start();
   app.get(RequestExpirySweeper).start();
 

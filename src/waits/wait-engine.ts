@@ -62,11 +62,14 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
     drain.onDrain(() => this.shutdownAll());
   }
 
-  /** Watches the pending persisted waits and starts the periodic safety re-check (server only). */
-  async start(): Promise<void> {
+  /**
+   * Starts the periodic safety re-check and, in the background (so start-up does not wait for it),
+   * the watch of every pending persisted wait. Server only.
+   */
+  start(): void {
     this.safetyTimer ??= setInterval(() => void this.safetyRecheck(), this.config.waitRecheckMs);
     this.safetyTimer.unref();
-    await this.watchPending();
+    void this.watchPending().catch((err) => this.failed(err));
   }
 
   onModuleDestroy(): void {
