@@ -4,6 +4,7 @@ import { IncomingMessage } from 'node:http';
 import { Duplex } from 'node:stream';
 import { WebSocketServer } from 'ws';
 import { AppConfig } from '../config/app-config';
+import { DrainState } from '../lifecycle/drain-state';
 import { PersistedWaitEntity } from '../waits/persisted-wait.entity';
 import { TicketService } from '../waits/ticket.service';
 
@@ -26,11 +27,13 @@ export class WaitSocketAdapter extends WsAdapter {
   private readonly log = new Logger(WaitSocketAdapter.name);
   private readonly tickets: TicketService;
   private readonly config: AppConfig;
+  private readonly drain: DrainState;
 
   constructor(app: INestApplicationContext) {
     super(app);
     this.tickets = app.get(TicketService);
     this.config = app.get(AppConfig);
+    this.drain = app.get(DrainState);
   }
 
   override create(port: number, options: Record<string, unknown> = {}): WebSocketServer {
@@ -47,6 +50,11 @@ export class WaitSocketAdapter extends WsAdapter {
       done(false, status, JSON.stringify(body), { 'Content-Type': 'application/json' });
     if (!this.config.websockets) {
       return reply(404, { error: 'not_found', reason: 'websockets_disabled', message: 'Websockets are off.' });
+    }
+    // A draining replica would answer `shutdown` at once: leave the single-use ticket for a replica
+    // that stays (the load balancer retries elsewhere, or the client does).
+    if (this.drain.isDraining) {
+      return reply(503, { error: 'unavailable', reason: 'shutting_down', message: 'This replica is shutting down.' });
     }
     const ticket = new URL(req.url ?? '', 'http://localhost').searchParams.get('ticket') ?? '';
     try {

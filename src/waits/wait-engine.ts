@@ -158,8 +158,10 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
     waiter.persistedId = wait.id;
     this.registry.add(waiter);
     void waiter.result.then((result) => this.resolvePersisted(waiter, result));
-    waiter.timer = setTimeout(() => waiter.finish(waiter.timedOut()), remainingMs);
+    // Checked before the deadline is armed: a replica that starts after `expires_at` must still
+    // find a match committed in time before it calls the wait timed out.
     await this.check(waiter).catch((err) => this.failed(err));
+    if (!waiter.settled) waiter.timer = setTimeout(() => waiter.finish(waiter.timedOut()), remainingMs);
   }
 
   private async resolvePersisted(waiter: Waiter & { persistedId?: string }, result: WaitResult): Promise<void> {

@@ -96,7 +96,9 @@ export class WaitService {
       ticketConsumedAt: null,
     });
     if (!ticket) return { delivery: 'poll', wait_id: wait.id, expires_at: wait.expiresAt.toISOString() };
-    const socketUrl = new URL(WAIT_SOCKET_PATH, this.config.publicUrl.replace(/^http/, 'ws') + '/');
+    // Relative to the public URL, so a path prefix of a reverse proxy (https://host/alcarta) stays.
+    const socketUrl = new URL(WAIT_SOCKET_PATH.slice(1), `${this.config.publicUrl}/`);
+    socketUrl.protocol = socketUrl.protocol === 'https:' ? 'wss:' : 'ws:';
     socketUrl.searchParams.set('ticket', ticket.ticket);
     return {
       delivery: 'websocket',

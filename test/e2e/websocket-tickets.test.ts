@@ -7,6 +7,7 @@ import { freePort } from '../support/spawned-server';
 import { createMailbox, createToken, ingest, startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
 import { openOk, openRefused, openSocket, RefusedSocket, socketUrlOn } from '../support/wait-socket';
+import { DrainState } from '#app/lifecycle/drain-state.js';
 
 /**
  * SPEC §4 "Websocket delivery": the websocket URL carries a single-use ticket. Exactly one of many
@@ -17,7 +18,7 @@ import { openOk, openRefused, openSocket, RefusedSocket, socketUrlOn } from '../
  */
 describe('single-use websocket tickets', () => {
   let server: TestServer;
-  /** Public URL https://alcarta.example.com (TLS ends at a proxy), connect TTL 1 s. */
+  /** Public URL https://alcarta.example.com/alcarta (TLS and a path prefix at a proxy), connect TTL 1 s. */
   let behindTls: TestServer;
   let agent: Client;
   let agentBehindTls: Client;
@@ -27,7 +28,7 @@ describe('single-use websocket tickets', () => {
     const port = await freePort();
     server = await startTestServer({ env: { PORT: String(port), ALCARTA_PUBLIC_URL: `http://127.0.0.1:${port}` } });
     behindTls = await startTestServer({
-      env: { ALCARTA_PUBLIC_URL: 'https://alcarta.example.com/', ALCARTA_WS_CONNECT_TTL_SECONDS: '1' },
+      env: { ALCARTA_PUBLIC_URL: 'https://alcarta.example.com/alcarta/', ALCARTA_WS_CONNECT_TTL_SECONDS: '1' },
     });
     mailboxId = await createMailbox(server.admin);
     const token = await createToken(server.admin, { scopes: ['mail:read'], mailboxes: [mailboxId] });
@@ -162,7 +163,7 @@ describe('single-use websocket tickets', () => {
     for (const { hash } of rows) assert.ok(hash, 'a ticket hash is stored');
   });
 
-  it('with an https:// ALCARTA_PUBLIC_URL the websocket_url is wss:// on that host', async () => {
+  it('with an https:// ALCARTA_PUBLIC_URL the websocket_url is wss:// on that host and path prefix', async () => {
     const box = await createMailbox(behindTls.admin);
     const t0 = Date.now();
     const d = await newWait(agentBehindTls, box);
@@ -170,7 +171,7 @@ describe('single-use websocket tickets', () => {
     const url = new URL(d.websocket_url);
     assert.equal(url.protocol, 'wss:');
     assert.equal(url.host, 'alcarta.example.com');
-    assert.ok(d.websocket_url.startsWith('wss://alcarta.example.com/'), d.websocket_url);
+    assert.equal(url.pathname, '/alcarta/v1/waits/ws', 'the proxy path prefix is kept');
     assert.match(url.searchParams.get('ticket') ?? '', /^wst_[0-9A-Za-z]{43}$/);
     const deadline = Date.parse(d.connect_deadline);
     // now + 1 s (ALCARTA_WS_CONNECT_TTL_SECONDS), with a second of slack either way.
@@ -192,7 +193,8 @@ describe('single-use websocket tickets', () => {
         )[0].passed,
       { timeoutMs: 30_000, intervalMs: 100 },
     );
-    const local = socketUrlOn(behindTls.url, d.websocket_url);
+    // What the TLS proxy forwards: its path prefix stripped, to the server itself.
+    const local = socketUrlOn(behindTls.url, d.websocket_url).replace('/alcarta/', '/');
     assertRefusal(await openRefused(local), 410, 'ticket_expired');
     assertRefusal(await openRefused(local), 410, 'ticket_expired');
 
@@ -226,3 +228,33 @@ function plainGet(
     req.on('error', reject);
   });
 }
+
+describe('websocket tickets on a draining replica', () => {
+  it('a replica that is shutting down refuses the upgrade with 503 and leaves the ticket unused', async () => {
+    const port = await freePort();
+    const server = await startTestServer({
+      env: { PORT: String(port), ALCARTA_PUBLIC_URL: `http://127.0.0.1:${port}` },
+    });
+    const agent = await connectMcp(server.url, server.adminToken);
+    try {
+      const mailboxId = await createMailbox(server.admin);
+      const d = await callOk(agent, 'email_await', {
+        event: { type: 'message_received', mailbox_id: mailboxId },
+        timeout_seconds: 120,
+        delivery: 'websocket',
+      });
+      void server.running.app.get(DrainState).begin();
+      const refusal = await openRefused(d.websocket_url);
+      assert.equal(refusal.status, 503);
+      assert.equal(refusal.body.reason, 'shutting_down');
+      const [row] = await server.db.query<{ consumed: Date | null }>(
+        'SELECT ticket_consumed_at AS consumed FROM waits WHERE id = $1',
+        [d.wait_id],
+      );
+      assert.equal(row.consumed, null, 'the ticket stays usable on another replica');
+    } finally {
+      await agent.close();
+      await server.close();
+    }
+  });
+});
