@@ -14,6 +14,7 @@ import { requestLogger } from './http/request-logger';
 import { createValidationPipe } from './http/validation';
 import { validateEnvironment } from './config/environment';
 import { createRootLogger, PinoNestLogger } from './logging/logger';
+import { TaskSweeper } from './tasks/task.sweeper';
 import { PersistedWaitSweeper } from './waits/persisted-wait.sweeper';
 import { WaitEngine } from './waits/wait-engine';
 
@@ -67,6 +68,7 @@ async function listen(app: NestExpressApplication, logger: Logger): Promise<Runn
   await app.get(DoorbellListener).start();
   app.get(WaitEngine).start();
   app.get(PersistedWaitSweeper).start();
+  app.get(TaskSweeper).start();
   app.get(RequestExpirySweeper).start();
 
   app.useWebSocketAdapter(new WaitSocketAdapter(app));

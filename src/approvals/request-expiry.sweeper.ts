@@ -1,4 +1,5 @@
 import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
+import { PeriodicJob } from '../common/periodic-job';
 import { AppConfig } from '../config/app-config';
 import { ApprovalService } from './approval.service';
 
@@ -10,36 +11,20 @@ import { ApprovalService } from './approval.service';
 @Injectable()
 export class RequestExpirySweeper implements OnModuleDestroy {
   private readonly logger = new Logger(RequestExpirySweeper.name);
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
+  private readonly job: PeriodicJob;
 
-  constructor(
-    private readonly approvals: ApprovalService,
-    private readonly config: AppConfig,
-  ) {}
+  constructor(approvals: ApprovalService, config: AppConfig) {
+    this.job = new PeriodicJob(RequestExpirySweeper.name, config.expirySweepMs, async () => {
+      const expired = await approvals.expireOverdue();
+      if (expired > 0) this.logger.log({ msg: 'expired overdue requests', count: expired });
+    });
+  }
 
   start(): void {
-    this.timer ??= setInterval(() => void this.sweep(), this.config.expirySweepMs);
+    this.job.start();
   }
 
-  async onModuleDestroy(): Promise<void> {
-    clearInterval(this.timer);
-    this.timer = undefined;
-    await this.running;
-  }
-
-  private async sweep(): Promise<void> {
-    if (this.running) return;
-    this.running = (async () => {
-      try {
-        const expired = await this.approvals.expireOverdue();
-        if (expired > 0) this.logger.log({ msg: 'expired overdue requests', count: expired });
-      } catch (err) {
-        this.logger.error(err instanceof Error ? err : String(err));
-      } finally {
-        this.running = undefined;
-      }
-    })();
-    await this.running;
+  onModuleDestroy(): Promise<void> {
+    return this.job.stop();
   }
 }

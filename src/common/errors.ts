@@ -3,7 +3,8 @@
  * these; the REST exception filter turns them into HTTP statuses and the MCP layer into `isError`
  * tool results, so a rule is written once and answers the same on both surfaces.
  */
-export type ErrorCode = 'invalid_request' | 'not_found' | 'conflict' | 'limit_exceeded' | 'forbidden' | 'unauthorized';
+export type ErrorCode =
+  'invalid_request' | 'not_found' | 'conflict' | 'limit_exceeded' | 'forbidden' | 'unauthorized' | 'unavailable';
 
 export class AlcartaError extends Error {
   constructor(

@@ -24,6 +24,9 @@ export class AppConfig {
   readonly websockets: boolean;
   readonly wsConnectTtlMs: number;
   readonly waitRetentionMs: number;
+  readonly taskMaxTtlMs: number;
+  readonly maxActiveTasksPerToken: number;
+  readonly taskPollIntervalMs: number;
 
   constructor(env: Environment) {
     this.port = env.PORT;
@@ -49,5 +52,8 @@ export class AppConfig {
     this.websockets = env.ALCARTA_WEBSOCKETS === 'on';
     this.wsConnectTtlMs = env.ALCARTA_WS_CONNECT_TTL_SECONDS * 1000;
     this.waitRetentionMs = env.ALCARTA_WAIT_RETENTION_SECONDS * 1000;
+    this.taskMaxTtlMs = env.ALCARTA_TASK_MAX_TTL_SECONDS * 1000;
+    this.maxActiveTasksPerToken = env.ALCARTA_MAX_ACTIVE_TASKS_PER_TOKEN;
+    this.taskPollIntervalMs = env.ALCARTA_TASK_POLL_INTERVAL_SECONDS * 1000;
   }
 }

@@ -108,6 +108,24 @@ export class Environment {
   @Min(60)
   ALCARTA_WAIT_RETENTION_SECONDS: number = 3600;
 
+  /** Longest task lifetime (`ttl`) a client may ask for; longer requests are cut to this. */
+  @Type(() => Number)
+  @IsInt()
+  @Min(60)
+  ALCARTA_TASK_MAX_TTL_SECONDS: number = 86400;
+
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  ALCARTA_MAX_ACTIVE_TASKS_PER_TOKEN: number = 100;
+
+  /** The `pollInterval` suggested to clients polling tasks/get. */
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(60)
+  ALCARTA_TASK_POLL_INTERVAL_SECONDS: number = 2;
+
   /** Blocking calls send an SSE comment (and progress, when asked) this often; at most 15 s. */
   @Type(() => Number)
   @IsInt()

@@ -3,6 +3,7 @@ import { TokenEntity } from '../auth/token.entity';
 import { EventEntity } from '../events/event.entity';
 import { MailboxEntity } from '../mail/mailbox.entity';
 import { MessageEntity } from '../mail/message.entity';
+import { TaskEntity } from '../tasks/task.entity';
 import { PersistedWaitEntity } from '../waits/persisted-wait.entity';
 
 /**
@@ -17,4 +18,5 @@ export const ENTITIES = [
   ApprovalRequestEntity,
   EventEntity,
   PersistedWaitEntity,
+  TaskEntity,
 ];

@@ -9,6 +9,7 @@ const STATUS: Record<ErrorCode, HttpStatus> = {
   not_found: HttpStatus.NOT_FOUND,
   conflict: HttpStatus.CONFLICT,
   limit_exceeded: HttpStatus.TOO_MANY_REQUESTS,
+  unavailable: HttpStatus.SERVICE_UNAVAILABLE,
 };
 
 export const WWW_AUTHENTICATE = 'Bearer realm="alcarta"';

@@ -5,7 +5,8 @@ import { Caller } from '../auth/caller';
 import { AppConfig } from '../config/app-config';
 import { BlockingCallResponder } from './blocking-call.responder';
 import { McpServerFactory } from './mcp-server.factory';
-import { revisionOf, SUPPORTED_REVISIONS } from './protocol-revision';
+import { ProtocolRevision, revisionOf, SUPPORTED_REVISIONS } from './protocol-revision';
+import { TASKS_REVISION } from './tool-catalog';
 
 /**
  * Serves one POST /mcp over Streamable HTTP in stateless mode: a fresh server and transport per
@@ -32,6 +33,7 @@ export class McpEndpoint {
       });
       return;
     }
+    dropTaskBeforeTasksRevision(req.body, revision);
     const blockingCall = this.blockingCalls.match(req, caller, revision);
     if (blockingCall) return this.blockingCalls.respond(blockingCall, caller, revision, res);
 
@@ -48,5 +50,17 @@ export class McpEndpoint {
     });
     await server.connect(transport);
     await transport.handleRequest(req, res, req.body);
+  }
+}
+
+/**
+ * Before 2025-11-25 there are no tasks: a `task` member of `tools/call` params is ignored and the
+ * call runs normally (SPEC §5). The SDK would answer it with an error instead, so it goes first.
+ */
+function dropTaskBeforeTasksRevision(body: unknown, revision: ProtocolRevision): void {
+  if (revision === TASKS_REVISION) return;
+  for (const message of Array.isArray(body) ? body : [body]) {
+    const call = message as { method?: unknown; params?: { task?: unknown } } | null;
+    if (call?.method === 'tools/call' && call.params && typeof call.params === 'object') delete call.params.task;
   }
 }

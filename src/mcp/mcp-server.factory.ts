@@ -5,12 +5,20 @@ import {
   CallToolRequestSchema,
   InitializeRequestSchema,
   ListToolsRequestSchema,
+  ServerCapabilities,
 } from '@modelcontextprotocol/sdk/types.js';
 import { Caller } from '../auth/caller';
 import { ProtocolRevision } from './protocol-revision';
-import { ToolCatalog } from './tool-catalog';
+import { TaskRequestHandlers } from './task-request.handlers';
+import { TASKS_REVISION, ToolCatalog } from './tool-catalog';
 
-const CAPABILITIES = { tools: { listChanged: false } };
+const CAPABILITIES: ServerCapabilities = { tools: { listChanged: false } };
+
+/** Declared at 2025-11-25 only: older revisions have no tasks (SPEC §5). */
+const CAPABILITIES_WITH_TASKS: ServerCapabilities = {
+  ...CAPABILITIES,
+  tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } },
+};
 
 /** The SDK would build a new Ajv instance (with all formats) for every server, i.e. every request. */
 const SHARED_VALIDATOR = new AjvJsonSchemaValidator();
@@ -21,20 +29,26 @@ const INSTRUCTIONS =
   'Alcarta gives you mailboxes and human approvals. Use list_mailboxes to find your mailboxes, ' +
   'list_messages/get_message to read mail, send_email to send (a person approves first) and request_approval ' +
   'to ask a person before acting. Never poll in a loop: wait for new mail or decisions with email_await, ' +
-  'monitor_inbox or monitor_approval, and resume with the next_cursor you were given.';
+  'monitor_inbox or monitor_approval, and resume with the next_cursor you were given. For waits longer than ' +
+  'your request timeout, run them as tasks and block on tasks/result.';
 
 /**
  * Builds the MCP server object for one HTTP request (the endpoint is stateless: any replica serves
  * any request). It is small on purpose: the handlers close over shared singletons, and the tool
- * listing is computed once by the catalog.
+ * listing is computed once by the catalog. The SDK declares the same capabilities at every revision
+ * and refuses new ones after connecting, so the capabilities are chosen here, per revision.
  */
 @Injectable()
 export class McpServerFactory {
-  constructor(private readonly catalog: ToolCatalog) {}
+  constructor(
+    private readonly catalog: ToolCatalog,
+    private readonly taskHandlers: TaskRequestHandlers,
+  ) {}
 
   create(caller: Caller, revision: ProtocolRevision): Server {
+    const capabilities = revision === TASKS_REVISION ? CAPABILITIES_WITH_TASKS : CAPABILITIES;
     const server = new Server(SERVER_INFO, {
-      capabilities: CAPABILITIES,
+      capabilities,
       instructions: INSTRUCTIONS,
       jsonSchemaValidator: SHARED_VALIDATOR,
     });
@@ -42,27 +56,32 @@ export class McpServerFactory {
     // revision was negotiated before this server was built.
     server.setRequestHandler(InitializeRequestSchema, () => ({
       protocolVersion: revision,
-      capabilities: CAPABILITIES,
+      capabilities,
       serverInfo: SERVER_INFO,
       instructions: INSTRUCTIONS,
     }));
-    server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: this.catalog.list(caller) }));
+    server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: this.catalog.list(caller, revision) }));
     server.setRequestHandler(CallToolRequestSchema, (request, extra) => {
       const progressToken = request.params._meta?.progressToken;
-      return this.catalog.call(request.params.name, request.params.arguments, {
+      const ctx = {
         caller,
         revision,
         signal: extra.signal,
         progress:
           progressToken === undefined
             ? undefined
-            : (progress, message) =>
+            : (progress: number, message: string) =>
                 extra.sendNotification({
                   method: 'notifications/progress',
                   params: { progressToken, progress, message },
                 }),
-      });
+      };
+      // `params.task` only reaches here at 2025-11-25: the endpoint drops it at older revisions.
+      if (request.params.task)
+        return this.catalog.callAsTask(request.params.name, request.params.arguments, ctx, request.params.task.ttl);
+      return this.catalog.call(request.params.name, request.params.arguments, ctx);
     });
+    if (revision === TASKS_REVISION) this.taskHandlers.register(server, caller);
     return server;
   }
 }

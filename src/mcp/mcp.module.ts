@@ -6,7 +6,9 @@ import { McpController } from './mcp.controller';
 import { McpEndpoint } from './mcp-endpoint.service';
 import { McpServerFactory } from './mcp-server.factory';
 import { OriginCheckMiddleware } from './origin-check.middleware';
+import { TaskRequestHandlers } from './task-request.handlers';
 import { ToolCatalog } from './tool-catalog';
+import { TasksModule } from '../tasks/tasks.module';
 import { TOOL_PROVIDERS, ToolProvider } from './tool-definition';
 import { ApprovalTools } from './tools/approval.tools';
 import { MailTools } from './tools/mail.tools';
@@ -14,7 +16,7 @@ import { WaitTools } from './tools/wait.tools';
 import { WaitsModule } from '../waits/waits.module';
 
 @Module({
-  imports: [MailModule, ApprovalsModule, WaitsModule],
+  imports: [MailModule, ApprovalsModule, WaitsModule, TasksModule],
   controllers: [McpController],
   providers: [
     MailTools,
@@ -26,6 +28,7 @@ import { WaitsModule } from '../waits/waits.module';
       useFactory: (...providers: ToolProvider[]) => providers,
     },
     ToolCatalog,
+    TaskRequestHandlers,
     McpServerFactory,
     BlockingCallResponder,
     McpEndpoint,

@@ -1,9 +1,11 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
-import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, CreateTaskResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { Caller } from '../auth/caller';
 import { AlcartaError, invalidRequest } from '../common/errors';
+import { TaskService, TaskView } from '../tasks/task.service';
+import { ProtocolRevision } from './protocol-revision';
 import { TOOL_PROVIDERS, ToolContext, ToolDefinition, ToolProvider } from './tool-definition';
 
 interface CatalogEntry {
@@ -21,7 +23,10 @@ export class ToolCatalog {
   private readonly logger = new Logger(ToolCatalog.name);
   private readonly entries: ReadonlyMap<string, CatalogEntry>;
 
-  constructor(@Inject(TOOL_PROVIDERS) providers: ToolProvider[]) {
+  constructor(
+    @Inject(TOOL_PROVIDERS) providers: ToolProvider[],
+    private readonly tasks: TaskService,
+  ) {
     const entries = new Map<string, CatalogEntry>();
     for (const definition of providers.flatMap((p) => p.tools())) {
       const { $schema: _dialect, ...inputSchema } = z.toJSONSchema(definition.input, { io: 'input' });
@@ -39,8 +44,57 @@ export class ToolCatalog {
     this.entries = entries;
   }
 
-  list(caller: Caller): Tool[] {
-    return [...this.entries.values()].filter((e) => caller.hasAnyScope(e.definition.scopes)).map((e) => e.listing);
+  /** At 2025-11-25 the tools that run as tasks say so (`taskSupport: "optional"`); before, no tool has `execution`. */
+  list(caller: Caller, revision: ProtocolRevision): Tool[] {
+    return [...this.entries.values()]
+      .filter((e) => caller.hasAnyScope(e.definition.scopes))
+      .map((e) =>
+        e.definition.task && revision === TASKS_REVISION
+          ? { ...e.listing, execution: { taskSupport: 'optional' as const } }
+          : e.listing,
+      );
+  }
+
+  /**
+   * A task-augmented call: the task is created at once and the work goes on in the background. A
+   * tool without task support answers -32601 before anything runs (no side effects); a mistake in
+   * the arguments gives a task that failed with the same error result the plain call would return.
+   */
+  async callAsTask(
+    name: string,
+    rawArgs: unknown,
+    ctx: ToolContext,
+    ttlMs: number | undefined,
+  ): Promise<CreateTaskResult> {
+    const entry = this.permitted(name, ctx.caller);
+    if (!entry.definition.task) {
+      throw new McpError(ErrorCode.MethodNotFound, `Tool ${name} does not support task-augmented calls`);
+    }
+    let task: TaskView;
+    try {
+      task = await entry.definition.task(parseArguments(entry.definition, rawArgs ?? {}), ctx, ttlMs);
+    } catch (err) {
+      if (!(err instanceof AlcartaError)) {
+        this.logger.error(err instanceof Error ? err : String(err));
+        throw new McpError(ErrorCode.InternalError, 'Internal error');
+      }
+      task = await this.tasks.startFailed(ctx.caller, failure(err), err.message, ttlMs);
+    }
+    return {
+      task,
+      _meta: {
+        'io.modelcontextprotocol/model-immediate-response': `Started task ${task.taskId}. It completes when the wait resolves; tasks/result returns its result.`,
+      },
+    };
+  }
+
+  /** Tools the token may not use are reported exactly like tools that do not exist. */
+  private permitted(name: string, caller: Caller): CatalogEntry {
+    const entry = this.entries.get(name);
+    if (!entry || !caller.hasAnyScope(entry.definition.scopes)) {
+      throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
+    }
+    return entry;
   }
 
   isBlocking(name: string, caller: Caller): boolean {
@@ -48,12 +102,8 @@ export class ToolCatalog {
     return !!entry?.definition.blocking && caller.hasAnyScope(entry.definition.scopes);
   }
 
-  /** Tools the token may not use are reported exactly like tools that do not exist. */
   async call(name: string, rawArgs: unknown, ctx: ToolContext): Promise<CallToolResult> {
-    const entry = this.entries.get(name);
-    if (!entry || !ctx.caller.hasAnyScope(entry.definition.scopes)) {
-      throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
-    }
+    const entry = this.permitted(name, ctx.caller);
     try {
       const args = parseArguments(entry.definition, rawArgs ?? {});
       return success(await entry.definition.handle(args, ctx));
@@ -64,6 +114,9 @@ export class ToolCatalog {
     }
   }
 }
+
+/** The revision that has MCP Tasks. */
+export const TASKS_REVISION: ProtocolRevision = '2025-11-25';
 
 function parseArguments(tool: ToolDefinition, raw: unknown): Record<string, unknown> {
   const parsed = tool.input.safeParse(raw);

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { Caller } from '../auth/caller';
 import { Scope } from '../auth/scopes';
+import { TaskView } from '../tasks/task.service';
 import { ProtocolRevision } from './protocol-revision';
 
 export interface ToolContext {
@@ -34,6 +35,11 @@ export interface ToolDefinition<Args extends z.ZodObject = z.ZodObject> {
   /** The call may block for a long time (a wait); see BlockingCallResponder. */
   blocking?: boolean;
   handle(args: z.output<Args>, ctx: ToolContext): Promise<object>;
+  /**
+   * Runs the call as an MCP task (revision 2025-11-25; the tool lists `taskSupport: "optional"`).
+   * Throws AlcartaError for the same mistakes `handle` would report.
+   */
+  task?(args: z.output<Args>, ctx: ToolContext, ttlMs: number | undefined): Promise<TaskView>;
 }
 
 /** Keeps the argument type of `handle` tied to the schema. */

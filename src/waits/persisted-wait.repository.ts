@@ -1,12 +1,15 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource, LessThan } from 'typeorm';
+import { DataSource, EntityManager, In, LessThan } from 'typeorm';
 import { TokenEntity } from '../auth/token.entity';
 import { EventLog } from '../events/event-log';
 import { PersistedWaitEntity } from './persisted-wait.entity';
 import { WaitResult } from './wait-spec';
 
 export type TicketRefusal = 'ticket_invalid' | 'ticket_consumed' | 'ticket_expired';
+
+/** The result recorded for a wait stopped before its outcome; nobody is ever shown it. */
+const STOPPED: WaitResult = { matched: false, timed_out: false, shutdown: false, events: [] };
 
 @Injectable()
 export class PersistedWaitRepository {
@@ -15,10 +18,17 @@ export class PersistedWaitRepository {
     private readonly eventLog: EventLog,
   ) {}
 
-  /** Stores a new wait and tells every replica to watch it. */
-  async insert(wait: Omit<PersistedWaitEntity, 'createdAt'>): Promise<PersistedWaitEntity> {
+  /**
+   * Stores a new wait and tells every replica to watch it. `alongside` writes rows that belong with
+   * it (a task) in the same transaction.
+   */
+  async insert(
+    wait: Omit<PersistedWaitEntity, 'createdAt'>,
+    alongside?: (manager: EntityManager) => Promise<void>,
+  ): Promise<PersistedWaitEntity> {
     return this.dataSource.transaction(async (manager) => {
       await manager.insert(PersistedWaitEntity, wait);
+      await alongside?.(manager);
       await this.eventLog.ringDoorbell(manager, { kind: 'wait_created', waitId: wait.id });
       return manager.findOneByOrFail(PersistedWaitEntity, { id: wait.id });
     });
@@ -26,19 +36,47 @@ export class PersistedWaitRepository {
 
   /**
    * Fixes the result of a pending wait; false when another replica was first (its result stands).
-   * The doorbell wakes whoever waits for this result, on every replica.
+   * A task the wait serves is completed in the same transaction, with the result as its
+   * CallToolResult (structured content plus the same JSON as text). The doorbell wakes whoever
+   * waits for this result, on every replica.
    */
   async resolve(id: string, result: WaitResult): Promise<boolean> {
     return this.dataSource.transaction(async (manager) => {
+      const json = JSON.stringify(result);
       const [rows] = await manager.query<[unknown[], number]>(
         `UPDATE waits SET status = 'resolved', result = $2, resolved_at = now()
           WHERE id = $1 AND status = 'pending' RETURNING id`,
-        [id, JSON.stringify(result)],
+        [id, json],
       );
       if (rows.length === 0) return false;
+      await manager.query(
+        `UPDATE tasks
+            SET status = 'completed', last_updated_at = now(),
+                result = jsonb_build_object(
+                  'content', jsonb_build_array(jsonb_build_object('type', 'text', 'text', $2::text)),
+                  'structuredContent', $2::jsonb)
+          WHERE wait_id = $1 AND status = 'working'`,
+        [id, json],
+      );
       await this.eventLog.ringDoorbell(manager, { kind: 'wait_resolved', waitId: id });
       return true;
     });
+  }
+
+  /** Ends a pending wait nobody needs any more (its task was cancelled): every replica stops watching. */
+  async stop(manager: EntityManager, id: string): Promise<void> {
+    await manager.query(
+      `UPDATE waits SET status = 'resolved', result = $2, resolved_at = now() WHERE id = $1 AND status = 'pending'`,
+      [id, JSON.stringify(STOPPED)],
+    );
+    await this.eventLog.ringDoorbell(manager, { kind: 'wait_resolved', waitId: id });
+  }
+
+  /** Deletes waits (their tasks expired); replicas watching them let go. */
+  async remove(manager: EntityManager, ids: readonly string[]): Promise<void> {
+    if (ids.length === 0) return;
+    await manager.delete(PersistedWaitEntity, { id: In([...ids]) });
+    for (const id of ids) await this.eventLog.ringDoorbell(manager, { kind: 'wait_resolved', waitId: id });
   }
 
   find(id: string): Promise<PersistedWaitEntity | null> {
@@ -78,7 +116,10 @@ export class PersistedWaitRepository {
     return wait.ticketConsumedAt ? 'ticket_consumed' : 'ticket_expired';
   }
 
-  /** Deletes results older than the retention period; returns how many. */
+  /**
+   * Deletes results older than the retention period; returns how many. A task keeps its own copy
+   * of the result, so the waits behind tasks go too.
+   */
   async purgeResolvedBefore(cutoff: Date): Promise<number> {
     const result = await this.dataSource
       .getRepository(PersistedWaitEntity)

@@ -1,4 +1,5 @@
 import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
+import { PeriodicJob } from '../common/periodic-job';
 import { AppConfig } from '../config/app-config';
 import { PersistedWaitRepository } from './persisted-wait.repository';
 
@@ -8,28 +9,20 @@ const SWEEP_INTERVAL_MS = 60_000;
 @Injectable()
 export class PersistedWaitSweeper implements OnModuleDestroy {
   private readonly logger = new Logger(PersistedWaitSweeper.name);
-  private timer: NodeJS.Timeout | undefined;
+  private readonly job: PeriodicJob;
 
-  constructor(
-    private readonly waits: PersistedWaitRepository,
-    private readonly config: AppConfig,
-  ) {}
+  constructor(waits: PersistedWaitRepository, config: AppConfig) {
+    this.job = new PeriodicJob(PersistedWaitSweeper.name, SWEEP_INTERVAL_MS, async () => {
+      const purged = await waits.purgeResolvedBefore(new Date(Date.now() - config.waitRetentionMs));
+      if (purged > 0) this.logger.log({ msg: 'purged resolved waits past retention', count: purged });
+    });
+  }
 
   start(): void {
-    this.timer ??= setInterval(() => void this.sweep(), SWEEP_INTERVAL_MS);
-    this.timer.unref();
+    this.job.start();
   }
 
-  onModuleDestroy(): void {
-    clearInterval(this.timer);
-  }
-
-  private async sweep(): Promise<void> {
-    try {
-      const purged = await this.waits.purgeResolvedBefore(new Date(Date.now() - this.config.waitRetentionMs));
-      if (purged > 0) this.logger.log({ msg: 'purged resolved waits past retention', count: purged });
-    } catch (err) {
-      this.logger.error(err instanceof Error ? err : String(err));
-    }
+  onModuleDestroy(): Promise<void> {
+    return this.job.stop();
   }
 }

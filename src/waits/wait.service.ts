@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
 import { RequestState, TERMINAL_STATES } from '../approvals/approval-request.entity';
 import { Caller } from '../auth/caller';
 import { Scope } from '../auth/scopes';
@@ -57,15 +58,49 @@ export class WaitService {
    */
   async await(caller: Caller, args: AwaitArguments, signal?: AbortSignal): Promise<WaitResult | DeliveryDescriptor> {
     if (args.wait_id !== undefined) return this.awaitPersisted(caller, args, signal);
+    const spec = await this.spec(caller, args);
+    if (args.delivery === 'poll') return this.engine.wait(spec, signal);
+    return this.persist(caller, spec, args.delivery);
+  }
+
+  /**
+   * The wait behind an MCP task: validated like any wait, stored without a ticket, watched by
+   * every replica. `alongside` writes the task row in the same transaction.
+   */
+  async persistForTask(
+    caller: Caller,
+    args: AwaitArguments,
+    alongside: (manager: EntityManager, wait: Omit<PersistedWaitEntity, 'createdAt'>) => Promise<void>,
+  ): Promise<void> {
+    if (args.wait_id !== undefined) {
+      throw invalidRequest(
+        'wait_id_not_supported_with_task',
+        'A task starts a new wait; poll wait_id without a task.',
+        {
+          argument: 'wait_id',
+        },
+      );
+    }
+    if (args.delivery !== 'poll') {
+      throw invalidRequest(
+        'delivery_not_supported_with_task',
+        'A task delivers its result through tasks/result; use delivery "poll".',
+        {
+          argument: 'delivery',
+        },
+      );
+    }
+    const spec = await this.spec(caller, args);
+    await this.store(caller, spec, undefined, alongside);
+  }
+
+  private async spec(caller: Caller, args: AwaitArguments): Promise<WaitSpec> {
     if (!args.event) {
       throw invalidRequest('missing_argument', 'event is required (unless wait_id is given).', { argument: 'event' });
     }
-    const spec =
-      args.event.type === 'message_received'
-        ? await this.messageSpec(caller, args.event, args)
-        : this.requestSpec(caller, args.event, args);
-    if (args.delivery === 'poll') return this.engine.wait(spec, signal);
-    return this.persist(caller, spec, args.delivery);
+    return args.event.type === 'message_received'
+      ? this.messageSpec(caller, args.event, args)
+      : this.requestSpec(caller, args.event, args);
   }
 
   /**
@@ -78,23 +113,8 @@ export class WaitService {
         argument: 'delivery',
       });
     }
-    if (spec.kind === 'request') await this.assertRequestsVisible(spec);
-    const start = spec.kind === 'message' ? await this.engine.startCursor(spec) : undefined;
     const ticket = this.config.websockets ? this.tickets.issue() : undefined;
-    const now = Date.now();
-    const wait = await this.persisted.insert({
-      id: newId('wt'),
-      tokenId: caller.tokenId,
-      kind: spec.kind,
-      spec: toStoredSpec(spec, start),
-      status: 'pending',
-      result: null,
-      expiresAt: new Date(now + spec.timeoutMs),
-      resolvedAt: null,
-      ticketHash: ticket?.hash ?? null,
-      connectDeadline: ticket ? new Date(now + this.config.wsConnectTtlMs) : null,
-      ticketConsumedAt: null,
-    });
+    const wait = await this.store(caller, spec, ticket?.hash);
     if (!ticket) return { delivery: 'poll', wait_id: wait.id, expires_at: wait.expiresAt.toISOString() };
     // Relative to the public URL, so a path prefix of a reverse proxy (https://host/alcarta) stays.
     const socketUrl = new URL(WAIT_SOCKET_PATH.slice(1), `${this.config.publicUrl}/`);
@@ -107,6 +127,31 @@ export class WaitService {
       connect_deadline: wait.connectDeadline!.toISOString(),
       expires_at: wait.expiresAt.toISOString(),
     };
+  }
+
+  private async store(
+    caller: Caller,
+    spec: WaitSpec,
+    ticketHash: string | undefined,
+    alongside?: (manager: EntityManager, wait: Omit<PersistedWaitEntity, 'createdAt'>) => Promise<void>,
+  ): Promise<PersistedWaitEntity> {
+    if (spec.kind === 'request') await this.assertRequestsVisible(spec);
+    const start = spec.kind === 'message' ? await this.engine.startCursor(spec) : undefined;
+    const now = Date.now();
+    const wait: Omit<PersistedWaitEntity, 'createdAt'> = {
+      id: newId('wt'),
+      tokenId: caller.tokenId,
+      kind: spec.kind,
+      spec: toStoredSpec(spec, start),
+      status: 'pending',
+      result: null,
+      expiresAt: new Date(now + spec.timeoutMs),
+      resolvedAt: null,
+      ticketHash: ticketHash ?? null,
+      connectDeadline: ticketHash ? new Date(now + this.config.wsConnectTtlMs) : null,
+      ticketConsumedAt: null,
+    };
+    return this.persisted.insert(wait, alongside && ((manager) => alongside(manager, wait)));
   }
 
   /**

@@ -20,6 +20,6 @@ import { WaiterRegistry } from './waiter-registry';
     WaitService,
     PersistedWaitSweeper,
   ],
-  exports: [WaitService, WaitEngine, WaiterRegistry, TicketService, PersistedWaitSweeper],
+  exports: [WaitService, WaitEngine, WaiterRegistry, TicketService, PersistedWaitRepository, PersistedWaitSweeper],
 })
 export class WaitsModule {}

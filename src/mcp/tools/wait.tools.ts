@@ -1,9 +1,11 @@
 import { Injectable } from '@nestjs/common';
 import { z } from 'zod';
-import { REQUEST_STATES } from '../../approvals/approval-request.entity';
+import { REQUEST_STATES, RequestState } from '../../approvals/approval-request.entity';
 import { invalidRequest } from '../../common/errors';
 import { AppConfig } from '../../config/app-config';
 import { AwaitArguments, WaitService } from '../../waits/wait.service';
+import { TaskService } from '../../tasks/task.service';
+import { withProgress } from '../progress';
 import { defineTool, ToolContext, ToolDefinition, ToolProvider } from '../tool-definition';
 
 const timeoutSeconds = z
@@ -64,6 +66,7 @@ const RESULT_HELP =
 export class WaitTools implements ToolProvider {
   constructor(
     private readonly waits: WaitService,
+    private readonly tasks: TaskService,
     private readonly config: AppConfig,
   ) {}
 
@@ -99,6 +102,7 @@ export class WaitTools implements ToolProvider {
         scopes: ['mail:read', 'approvals:read'],
         annotations: { readOnlyHint: true, idempotentHint: false, openWorldHint: false },
         handle: (args, ctx) => this.run(args, ctx),
+        task: (args, ctx, ttl) => this.tasks.start(ctx.caller, args, ttl),
       }),
       defineTool({
         name: 'monitor_inbox',
@@ -121,21 +125,8 @@ export class WaitTools implements ToolProvider {
           .strict(),
         scopes: ['mail:read'],
         annotations: { readOnlyHint: true, idempotentHint: false, openWorldHint: false },
-        handle: (args, ctx) =>
-          this.run(
-            {
-              event: {
-                type: 'message_received',
-                mailbox_id: args.mailbox_id,
-                from: args.from,
-                subject_contains: args.subject_contains,
-              },
-              since_cursor: args.since_cursor,
-              timeout_seconds: args.timeout_seconds,
-              delivery: args.delivery,
-            },
-            ctx,
-          ),
+        handle: (args, ctx) => this.run(inboxArguments(args), ctx),
+        task: (args, ctx, ttl) => this.tasks.start(ctx.caller, inboxArguments(args), ttl),
       }),
       defineTool({
         name: 'monitor_approval',
@@ -157,27 +148,8 @@ export class WaitTools implements ToolProvider {
           .strict(),
         scopes: ['approvals:read'],
         annotations: { readOnlyHint: true, idempotentHint: false, openWorldHint: false },
-        handle: (args, ctx) => {
-          if ((args.request_id === undefined) === (args.request_ids === undefined)) {
-            throw invalidRequest(
-              args.request_id === undefined ? 'missing_argument' : 'conflicting_arguments',
-              'Give exactly one of request_id and request_ids.',
-              { argument: 'request_id' },
-            );
-          }
-          return this.run(
-            {
-              event: {
-                type: 'request_state_changed',
-                request_ids: args.request_ids ?? [args.request_id!],
-                states: args.states,
-              },
-              timeout_seconds: args.timeout_seconds,
-              delivery: args.delivery,
-            },
-            ctx,
-          );
-        },
+        handle: (args, ctx) => this.run(approvalArguments(args), ctx),
+        task: (args, ctx, ttl) => this.tasks.start(ctx.caller, approvalArguments(args), ttl),
       }),
     ];
   }
@@ -187,18 +159,49 @@ export class WaitTools implements ToolProvider {
    * notification every keep-alive interval, which resets SDK clients' request timers
    * (resetTimeoutOnProgress); the transport adds SSE comments for proxies either way.
    */
-  private async run(args: AwaitArguments, ctx: ToolContext): Promise<object> {
-    const started = Date.now();
-    const ticker = ctx.progress
-      ? setInterval(() => {
-          const waited = Math.round((Date.now() - started) / 1000);
-          ctx.progress!(waited, `waiting (${waited} s)`).catch(() => undefined);
-        }, this.config.keepaliveMs)
-      : undefined;
-    try {
-      return await this.waits.await(ctx.caller, args, ctx.signal);
-    } finally {
-      clearInterval(ticker);
-    }
+  private run(args: AwaitArguments, ctx: ToolContext): Promise<object> {
+    return withProgress(ctx.progress, this.config.keepaliveMs, this.waits.await(ctx.caller, args, ctx.signal));
   }
+}
+
+function inboxArguments(args: {
+  mailbox_id?: string;
+  since_cursor?: string;
+  from?: string;
+  subject_contains?: string;
+  timeout_seconds: number;
+  delivery: AwaitArguments['delivery'];
+}): AwaitArguments {
+  return {
+    event: {
+      type: 'message_received',
+      mailbox_id: args.mailbox_id,
+      from: args.from,
+      subject_contains: args.subject_contains,
+    },
+    since_cursor: args.since_cursor,
+    timeout_seconds: args.timeout_seconds,
+    delivery: args.delivery,
+  };
+}
+
+function approvalArguments(args: {
+  request_id?: string;
+  request_ids?: string[];
+  states?: RequestState[];
+  timeout_seconds: number;
+  delivery: AwaitArguments['delivery'];
+}): AwaitArguments {
+  if ((args.request_id === undefined) === (args.request_ids === undefined)) {
+    throw invalidRequest(
+      args.request_id === undefined ? 'missing_argument' : 'conflicting_arguments',
+      'Give exactly one of request_id and request_ids.',
+      { argument: 'request_id' },
+    );
+  }
+  return {
+    event: { type: 'request_state_changed', request_ids: args.request_ids ?? [args.request_id!], states: args.states },
+    timeout_seconds: args.timeout_seconds,
+    delivery: args.delivery,
+  };
 }

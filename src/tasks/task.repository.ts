@@ -1,0 +1,79 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource, EntityManager } from 'typeorm';
+import { QueryDeepPartialEntity } from 'typeorm/query-builder/QueryPartialEntity';
+import { PersistedWaitRepository } from '../waits/persisted-wait.repository';
+import { TaskEntity } from './task.entity';
+
+export interface TaskPosition {
+  createdAt: Date;
+  id: string;
+}
+
+@Injectable()
+export class TaskRepository {
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly waits: PersistedWaitRepository,
+  ) {}
+
+  async insert(task: TaskEntity, manager: EntityManager = this.dataSource.manager): Promise<void> {
+    await manager.insert(TaskEntity, task as QueryDeepPartialEntity<TaskEntity>);
+  }
+
+  /** The task if it belongs to the token; tasks of other tokens do not exist for it. */
+  findForToken(id: string, tokenId: string): Promise<TaskEntity | null> {
+    return this.dataSource.getRepository(TaskEntity).findOneBy({ id, tokenId });
+  }
+
+  countWorking(tokenId: string): Promise<number> {
+    return this.dataSource.getRepository(TaskEntity).countBy({ tokenId, status: 'working' });
+  }
+
+  /** A page of the token's tasks, oldest first, after `after`. */
+  page(tokenId: string, after: TaskPosition | undefined, limit: number): Promise<TaskEntity[]> {
+    const query = this.dataSource
+      .getRepository(TaskEntity)
+      .createQueryBuilder('t')
+      .where('t.token_id = :tokenId', { tokenId })
+      .orderBy('t.created_at', 'ASC')
+      .addOrderBy('t.id', 'ASC')
+      .limit(limit);
+    if (after) query.andWhere('(t.created_at, t.id) > (:createdAt, :id)', after);
+    return query.getMany();
+  }
+
+  /**
+   * Cancels a non-terminal task of the token and stops its wait, in one transaction, so a match
+   * that commits later finds nothing to complete. Returns the task as it is afterwards (unchanged
+   * when it was terminal already), or null when the token has no such task.
+   */
+  async cancel(id: string, tokenId: string, message: string): Promise<{ task: TaskEntity; cancelled: boolean } | null> {
+    return this.dataSource.transaction(async (manager) => {
+      const task = await manager.findOne(TaskEntity, { where: { id, tokenId }, lock: { mode: 'pessimistic_write' } });
+      if (!task) return null;
+      if (task.status !== 'working' && task.status !== 'input_required') return { task, cancelled: false };
+      await manager.update(
+        TaskEntity,
+        { id },
+        { status: 'cancelled', statusMessage: message, lastUpdatedAt: () => 'now()' },
+      );
+      if (task.waitId) await this.waits.stop(manager, task.waitId);
+      return { task: await manager.findOneByOrFail(TaskEntity, { id }), cancelled: true };
+    });
+  }
+
+  /** Deletes tasks past their ttl, and stops and deletes their waits; returns how many tasks. */
+  async purgeExpired(): Promise<number> {
+    return this.dataSource.transaction(async (manager) => {
+      const [rows] = await manager.query<[Array<{ wait_id: string | null }>, number]>(
+        `DELETE FROM tasks WHERE expires_at <= now() RETURNING wait_id`,
+      );
+      await this.waits.remove(
+        manager,
+        rows.map((r) => r.wait_id).filter((id): id is string => id !== null),
+      );
+      return rows.length;
+    });
+  }
+}

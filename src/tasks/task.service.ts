@@ -1,0 +1,210 @@
+import { Injectable } from '@nestjs/common';
+import { Caller } from '../auth/caller';
+import { AlcartaError, conflict, invalidRequest } from '../common/errors';
+import { newId } from '../common/ids';
+import { AppConfig } from '../config/app-config';
+import { PersistedWaitRepository } from '../waits/persisted-wait.repository';
+import { WaitEngine } from '../waits/wait-engine';
+import { AwaitArguments, WaitService } from '../waits/wait.service';
+import { TaskEntity, TaskStatus, TERMINAL_TASK_STATUSES } from './task.entity';
+import { TaskPosition, TaskRepository } from './task.repository';
+
+/** The Task object of MCP 2025-11-25, as tasks/get and friends return it. */
+export interface TaskView {
+  taskId: string;
+  status: TaskStatus;
+  statusMessage?: string;
+  createdAt: string;
+  lastUpdatedAt: string;
+  ttl: number;
+  pollInterval: number;
+}
+
+/** A task's extra life after its wait's deadline, by default: time to fetch the result. */
+const DEFAULT_TTL_AFTER_WAIT_MS = 3600_000;
+const PAGE_SIZE = 20;
+/** How long one engine wait of a blocked tasks/result lasts before it looks at the task again. */
+const RESULT_CHECK_MS = 600_000;
+const CURSOR_PREFIX = 'tc1.';
+
+/**
+ * MCP Tasks over persisted waits. The wait does the work on whichever replica sees the outcome and
+ * completes the task in the same transaction (see PersistedWaitRepository.resolve), so a task
+ * survives the loss of the replica that created it. Every operation is scoped to the token that
+ * created the task: other tokens get "not found".
+ */
+@Injectable()
+export class TaskService {
+  constructor(
+    private readonly tasks: TaskRepository,
+    private readonly waits: WaitService,
+    private readonly persisted: PersistedWaitRepository,
+    private readonly engine: WaitEngine,
+    private readonly config: AppConfig,
+  ) {}
+
+  /** Starts a task for a wait; a bad argument throws the same AlcartaError the plain call would. */
+  async start(caller: Caller, args: AwaitArguments, requestedTtlMs: number | undefined): Promise<TaskView> {
+    const active = await this.tasks.countWorking(caller.tokenId);
+    if (active >= this.config.maxActiveTasksPerToken) {
+      throw new AlcartaError(
+        'limit_exceeded',
+        'too_many_active_tasks',
+        `This token already has ${active} working tasks (the limit is ${this.config.maxActiveTasksPerToken}); ` +
+          'wait for some to finish or cancel them.',
+        { max_active_tasks: this.config.maxActiveTasksPerToken },
+      );
+    }
+    let task: TaskEntity | undefined;
+    await this.waits.persistForTask(caller, args, async (manager, wait) => {
+      const waitMs = wait.expiresAt.getTime() - Date.now();
+      task = this.newTask(caller, wait.id, 'working', null, null, requestedTtlMs ?? waitMs + DEFAULT_TTL_AFTER_WAIT_MS);
+      await this.tasks.insert(task, manager);
+    });
+    return view(task!);
+  }
+
+  /**
+   * A task-augmented call whose tool call failed at once (bad arguments, limits): per MCP, a tool
+   * result with `isError` makes the task `failed`, and tasks/result returns that result.
+   */
+  async startFailed(
+    caller: Caller,
+    result: Record<string, unknown>,
+    message: string,
+    requestedTtlMs: number | undefined,
+  ): Promise<TaskView> {
+    const task = this.newTask(caller, null, 'failed', message, result, requestedTtlMs ?? DEFAULT_TTL_AFTER_WAIT_MS);
+    await this.tasks.insert(task);
+    return view(task);
+  }
+
+  async get(caller: Caller, taskId: string): Promise<TaskView> {
+    return view(await this.find(caller, taskId));
+  }
+
+  async list(caller: Caller, cursor: string | undefined): Promise<{ tasks: TaskView[]; nextCursor?: string }> {
+    const rows = await this.tasks.page(
+      caller.tokenId,
+      cursor === undefined ? undefined : parseCursor(cursor),
+      PAGE_SIZE + 1,
+    );
+    const page = rows.slice(0, PAGE_SIZE);
+    const last = page[page.length - 1];
+    return {
+      tasks: page.map(view),
+      ...(rows.length > PAGE_SIZE && { nextCursor: formatCursor({ createdAt: last.createdAt, id: last.id }) }),
+    };
+  }
+
+  /** Cancels a working task: it is `cancelled` before this returns, and its wait stops everywhere. */
+  async cancel(caller: Caller, taskId: string): Promise<TaskView> {
+    const outcome = await this.tasks.cancel(taskId, caller.tokenId, 'The task was cancelled by request.');
+    if (!outcome) throw taskNotFound(taskId);
+    if (!outcome.cancelled) {
+      throw conflict('task_terminal', `Cannot cancel task: already in terminal status '${outcome.task.status}'.`, {
+        status: outcome.task.status,
+      });
+    }
+    return view(outcome.task);
+  }
+
+  /**
+   * The task's result, once it is terminal: blocks on the wait engine (woken by the doorbell of
+   * the wait's resolution, on any replica), never by polling.
+   */
+  async result(caller: Caller, taskId: string, signal?: AbortSignal): Promise<Record<string, unknown>> {
+    for (;;) {
+      const task = await this.find(caller, taskId);
+      if (task.status === 'cancelled') {
+        throw conflict('task_cancelled', `Task ${taskId} was cancelled; it has no result.`, { status: task.status });
+      }
+      if (TERMINAL_TASK_STATUSES.includes(task.status)) return task.result!;
+      const wait = task.waitId ? await this.persisted.find(task.waitId) : null;
+      if (!wait) continue; // resolved and purged meanwhile: the task row now says how it ended
+      const outcome = await this.engine.awaitResult(wait, {
+        delivery: 'poll',
+        timeoutMs: RESULT_CHECK_MS,
+        signal,
+        timedOut: () => ({ matched: false, timed_out: true, shutdown: false, events: [] }),
+        shutdown: () => ({ matched: false, timed_out: false, shutdown: true, events: [] }),
+      });
+      if (signal?.aborted) throw new AlcartaError('invalid_request', 'cancelled', 'The request was cancelled.');
+      if (outcome.shutdown) {
+        throw new AlcartaError(
+          'unavailable',
+          'shutting_down',
+          'This server is restarting; call tasks/result again (the task goes on, on another replica).',
+        );
+      }
+    }
+  }
+
+  private async find(caller: Caller, taskId: string): Promise<TaskEntity> {
+    const task = await this.tasks.findForToken(taskId, caller.tokenId);
+    if (!task) throw taskNotFound(taskId);
+    return task;
+  }
+
+  private newTask(
+    caller: Caller,
+    waitId: string | null,
+    status: TaskStatus,
+    statusMessage: string | null,
+    result: Record<string, unknown> | null,
+    requestedTtlMs: number,
+  ): TaskEntity {
+    const now = new Date();
+    const ttlMs = Math.max(0, Math.min(Math.round(requestedTtlMs), this.config.taskMaxTtlMs));
+    return {
+      id: newId('task'),
+      tokenId: caller.tokenId,
+      waitId,
+      status,
+      statusMessage,
+      result,
+      createdAt: now,
+      lastUpdatedAt: now,
+      ttlMs,
+      pollIntervalMs: this.config.taskPollIntervalMs,
+      expiresAt: new Date(now.getTime() + ttlMs),
+    };
+  }
+}
+
+function view(task: TaskEntity): TaskView {
+  return {
+    taskId: task.id,
+    status: task.status,
+    ...(task.statusMessage !== null && { statusMessage: task.statusMessage }),
+    createdAt: task.createdAt.toISOString(),
+    lastUpdatedAt: task.lastUpdatedAt.toISOString(),
+    ttl: task.ttlMs,
+    pollInterval: task.pollIntervalMs,
+  };
+}
+
+function taskNotFound(taskId: string): AlcartaError {
+  return new AlcartaError('not_found', 'task_not_found', `Task not found: ${taskId}`, { task_id: taskId });
+}
+
+function formatCursor(position: TaskPosition): string {
+  return (
+    CURSOR_PREFIX + Buffer.from(JSON.stringify([position.createdAt.toISOString(), position.id])).toString('base64url')
+  );
+}
+
+function parseCursor(cursor: string): TaskPosition {
+  const fail = () => invalidRequest('invalid_cursor', 'The cursor is not one tasks/list issued.');
+  if (!cursor.startsWith(CURSOR_PREFIX)) throw fail();
+  try {
+    const [createdAt, id] = JSON.parse(
+      Buffer.from(cursor.slice(CURSOR_PREFIX.length), 'base64url').toString(),
+    ) as unknown[];
+    const date = new Date(createdAt as string);
+    if (typeof createdAt !== 'string' || typeof id !== 'string' || Number.isNaN(date.getTime())) throw fail();
+    return { createdAt: date, id };
+  } catch {
+    throw fail();
+  }
+}

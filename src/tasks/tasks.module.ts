@@ -1,0 +1,13 @@
+import { Module } from '@nestjs/common';
+import { WaitsModule } from '../waits/waits.module';
+import { TaskRepository } from './task.repository';
+import { TaskService } from './task.service';
+import { TaskSweeper } from './task.sweeper';
+
+/** MCP Tasks (revision 2025-11-25), durable in PostgreSQL and driven by the wait engine. */
+@Module({
+  imports: [WaitsModule],
+  providers: [TaskRepository, TaskService, TaskSweeper],
+  exports: [TaskService, TaskSweeper],
+})
+export class TasksModule {}
