@@ -13,6 +13,7 @@ import { LoggingModule } from './logging/logging.module';
 import { MailModule } from './mail/mail.module';
 import { LifecycleModule } from './lifecycle/lifecycle.module';
 import { McpModule } from './mcp/mcp.module';
+import { MetricsCoreModule } from './metrics/metrics-core.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { WaitsModule } from './waits/waits.module';
 
@@ -26,6 +27,7 @@ export class AppModule {
         AlcartaConfigModule.forRoot(options),
         LoggingModule.forRoot(logger),
         LifecycleModule,
+        MetricsCoreModule,
         DatabaseModule.forRoot(),
         EventsModule,
         MailModule,

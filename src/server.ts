@@ -11,6 +11,8 @@ import { WaitSocketAdapter } from './delivery/wait-socket.adapter';
 import { DrainState } from './lifecycle/drain-state';
 import { bodyParsers } from './http/body-parsers';
 import { requestLogger } from './http/request-logger';
+import { requestMetrics } from './http/request-metrics';
+import { Metrics } from './metrics/metrics';
 import { createValidationPipe } from './http/validation';
 import { validateEnvironment } from './config/environment';
 import { createRootLogger, PinoNestLogger } from './logging/logger';
@@ -59,6 +61,7 @@ async function listen(app: NestExpressApplication, logger: Logger): Promise<Runn
   app.set('trust proxy', true);
   app.set('x-powered-by', false);
   app.use(requestLogger(logger));
+  app.use(requestMetrics(app.get(Metrics)));
   app.use(bodyParsers(config));
   app.useGlobalPipes(createValidationPipe());
 

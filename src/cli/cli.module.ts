@@ -5,6 +5,7 @@ import { AlcartaConfigModule, ConfigOptions } from '../config/config.module';
 import { DatabaseModule } from '../database/database.module';
 import { LoggingModule } from '../logging/logging.module';
 import { MailModule } from '../mail/mail.module';
+import { MetricsCoreModule } from '../metrics/metrics-core.module';
 
 /** What the administrative CLI needs: the database, tokens and mailboxes; no HTTP, no jobs. */
 @Module({})
@@ -15,6 +16,7 @@ export class CliModule {
       imports: [
         AlcartaConfigModule.forRoot(options),
         LoggingModule.forRoot(logger),
+        MetricsCoreModule,
         DatabaseModule.forRoot(),
         MailModule,
         AuthModule,

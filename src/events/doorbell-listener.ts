@@ -1,6 +1,7 @@
 import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { Client } from 'pg';
 import { AppConfig } from '../config/app-config';
+import { Metrics } from '../metrics/metrics';
 import { decodeDoorbell, Doorbell, DOORBELL_CHANNEL } from './doorbell';
 
 const RETRY_MIN_MS = 100;
@@ -31,7 +32,10 @@ export class DoorbellListener implements OnModuleDestroy {
   /** Times the connection was re-established after a loss (for metrics and tests). */
   reconnects = 0;
 
-  constructor(private readonly config: AppConfig) {}
+  constructor(
+    private readonly config: AppConfig,
+    private readonly metrics: Metrics,
+  ) {}
 
   get connected(): boolean {
     return this.client !== undefined;
@@ -82,6 +86,7 @@ export class DoorbellListener implements OnModuleDestroy {
     this.retryMs = RETRY_MIN_MS;
     if (this.everConnected) {
       this.reconnects++;
+      this.metrics.listenerReconnects.inc();
       this.logger.log('doorbell listener reconnected');
       this.subscriber?.onListenerReconnected();
     }

@@ -6,11 +6,15 @@
  */
 export const DOORBELL_CHANNEL = 'alcarta_events';
 
-export type Doorbell =
+export type Doorbell = (
   | { kind: 'message'; mailboxId: string }
   | { kind: 'request'; mailboxId: string; requestId: string }
   /** A persisted wait was created (every replica watches it) or resolved (its result is fixed). */
-  | { kind: 'wait_created' | 'wait_resolved'; waitId: string };
+  | { kind: 'wait_created' | 'wait_resolved'; waitId: string }
+) & {
+  /** When the change committed (ms since the epoch, database clock), for the wake latency metric. */
+  at?: number;
+};
 
 /** Small payloads keep NOTIFY cheap (the limit is 8000 bytes and the queue is shared). */
 export function encodeDoorbell(bell: Doorbell): string {
@@ -26,13 +30,18 @@ export function encodeDoorbell(bell: Doorbell): string {
   }
 }
 
-/** Inverse of encodeDoorbell; undefined for payloads that are not ours. */
+/**
+ * Inverse of encodeDoorbell plus the commit time the database appends (see EventLog); undefined
+ * for payloads that are not ours.
+ */
 export function decodeDoorbell(payload: string): Doorbell | undefined {
-  const [kind, id, requestId] = payload.split(' ');
+  const parts = payload.split(' ');
+  const at = /^\d+$/.test(parts[parts.length - 1]) ? Number(parts.pop()) : undefined;
+  const [kind, id, requestId] = parts;
   if (!id) return undefined;
-  if (kind === 'm') return { kind: 'message', mailboxId: id };
-  if (kind === 'r' && requestId) return { kind: 'request', mailboxId: id, requestId };
-  if (kind === 'n') return { kind: 'wait_created', waitId: id };
-  if (kind === 'w') return { kind: 'wait_resolved', waitId: id };
+  if (kind === 'm') return { kind: 'message', mailboxId: id, at };
+  if (kind === 'r' && requestId) return { kind: 'request', mailboxId: id, requestId, at };
+  if (kind === 'n') return { kind: 'wait_created', waitId: id, at };
+  if (kind === 'w') return { kind: 'wait_resolved', waitId: id, at };
   return undefined;
 }

@@ -1,15 +1,20 @@
 import { Controller, Get, Header } from '@nestjs/common';
 import { Public } from '../auth/auth.decorators';
-import { MetricsService } from './metrics.service';
+import { Metrics } from './metrics';
+import { MetricsCollectors } from './metrics.collectors';
 
 @Controller('metrics')
 @Public()
 export class MetricsController {
-  constructor(private readonly metrics: MetricsService) {}
+  constructor(
+    private readonly metrics: Metrics,
+    // Instantiated so that its gauges are registered.
+    _collectors: MetricsCollectors,
+  ) {}
 
   @Get()
   @Header('Content-Type', 'text/plain; version=0.0.4; charset=utf-8')
   render(): Promise<string> {
-    return this.metrics.render();
+    return this.metrics.registry.metrics();
   }
 }

@@ -1,11 +1,11 @@
 import { Module } from '@nestjs/common';
 import { WaitsModule } from '../waits/waits.module';
+import { MetricsCollectors } from './metrics.collectors';
 import { MetricsController } from './metrics.controller';
-import { MetricsService } from './metrics.service';
 
 @Module({
   imports: [WaitsModule],
   controllers: [MetricsController],
-  providers: [MetricsService],
+  providers: [MetricsCollectors],
 })
 export class MetricsModule {}

@@ -4,6 +4,7 @@ import { notFound } from '../common/errors';
 import { Doorbell } from '../events/doorbell';
 import { DoorbellListener, DoorbellSubscriber } from '../events/doorbell-listener';
 import { DrainState } from '../lifecycle/drain-state';
+import { Metrics } from '../metrics/metrics';
 import { MessageCursor } from '../mail/message-cursor';
 import { Caller } from '../auth/caller';
 import { isScope, Scope } from '../auth/scopes';
@@ -47,7 +48,7 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
   /** Cursor keys never change; remembering them saves a lookup per doorbell. */
   private readonly cursorKeys = new Map<string, number>();
   /** Per-key single-flight: a doorbell during a running check marks it to run once more. */
-  private readonly checks = new Map<string, { again: boolean }>();
+  private readonly checks = new Map<string, { again: boolean; at: number | undefined }>();
   private safetyTimer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -56,6 +57,7 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
     private readonly persisted: PersistedWaitRepository,
     private readonly config: AppConfig,
     private readonly drain: DrainState,
+    private readonly metrics: Metrics,
     listener: DoorbellListener,
   ) {
     listener.subscribe(this);
@@ -175,24 +177,25 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
   }
 
   /** Another replica fixed this wait's result: stop watching it, and answer whoever waits for it. */
-  private async checkResult(waitId: string): Promise<void> {
+  private async checkResult(waitId: string, at?: number): Promise<void> {
     const watch = this.registry.persistedWatch(waitId);
     const waiters = this.registry.resultWaiters(waitId);
     const wait = watch || waiters.length > 0 ? await this.persisted.find(waitId) : null;
     if (watch && wait?.status !== 'pending') this.drop(watch);
     for (const w of waiters) w.evaluate(wait);
+    this.observeWakes('result', waiters, at);
   }
 
   onDoorbell(bell: Doorbell): void {
     switch (bell.kind) {
       case 'message':
-        return this.ringMailbox(bell.mailboxId);
+        return this.ringMailbox(bell.mailboxId, bell.at);
       case 'request':
-        return this.ringRequest(bell.requestId);
+        return this.ringRequest(bell.requestId, bell.at);
       case 'wait_created':
-        return this.singleFlight(`n:${bell.waitId}`, () => this.watchPending([bell.waitId]));
+        return this.singleFlight(`n:${bell.waitId}`, undefined, () => this.watchPending([bell.waitId]));
       case 'wait_resolved':
-        return this.singleFlight(`w:${bell.waitId}`, () => this.checkResult(bell.waitId));
+        return this.singleFlight(`w:${bell.waitId}`, bell.at, (at) => this.checkResult(bell.waitId, at));
     }
   }
 
@@ -250,13 +253,14 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
   }
 
   /** A doorbell rang for a mailbox: one pass over its new messages feeds all its parked waits. */
-  private async scanMailbox(mailboxId: string): Promise<void> {
+  private async scanMailbox(mailboxId: string, at: number | undefined): Promise<void> {
     const waiters = this.registry.messageWaiters(mailboxId);
     if (waiters.length === 0) return;
     const cursorKey = this.cursorKeys.get(mailboxId) ?? (await this.lookUpCursorKey(mailboxId));
     if (cursorKey === undefined) return;
     const after = Math.min(...waiters.map((w) => w.cursor.position(cursorKey)));
     await this.feed(waiters, [{ mailboxId, cursorKey, after }]);
+    this.observeWakes('message', waiters, at);
   }
 
   /**
@@ -289,12 +293,13 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
     }
   }
 
-  private async checkRequest(requestId: string): Promise<void> {
+  private async checkRequest(requestId: string, at: number | undefined): Promise<void> {
     const waiters = this.registry.requestWaiters(requestId);
     if (waiters.length === 0) return;
     const ids = [...new Set(waiters.flatMap((w) => w.spec.requestIds))];
     const rows = await this.repository.requests(ids, { all: true });
     for (const w of waiters) w.evaluate(rows);
+    this.observeWakes('request', waiters, at);
   }
 
   /**
@@ -311,16 +316,16 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
       const watched = this.registry.watchedPersisted();
       const unwatched = pendingWaits.filter((id) => !watched.has(id));
       if (unwatched.length > 0) void this.watchPending(unwatched).catch((err) => this.failed(err));
-      for (const waitId of resolvedWaits) this.singleFlight(`w:${waitId}`, () => this.checkResult(waitId));
+      for (const waitId of resolvedWaits) this.singleFlight(`w:${waitId}`, undefined, () => this.checkResult(waitId));
       for (const head of heads) {
         this.cursorKeys.set(head.mailboxId, head.cursorKey);
         if (this.registry.messageWaiters(head.mailboxId).some((w) => behind(w, head))) {
-          this.ringMailbox(head.mailboxId);
+          this.ringMailbox(head.mailboxId, undefined);
         }
       }
       for (const [requestId, state] of states) {
         if (this.registry.requestWaiters(requestId).some((w) => w.spec.states.has(state))) {
-          this.ringRequest(requestId);
+          this.ringRequest(requestId, undefined);
         }
       }
     } catch (err) {
@@ -328,12 +333,12 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
     }
   }
 
-  private ringMailbox(mailboxId: string): void {
-    this.singleFlight(`m:${mailboxId}`, () => this.scanMailbox(mailboxId));
+  private ringMailbox(mailboxId: string, at: number | undefined): void {
+    this.singleFlight(`m:${mailboxId}`, at, (bellAt) => this.scanMailbox(mailboxId, bellAt));
   }
 
-  private ringRequest(requestId: string): void {
-    this.singleFlight(`r:${requestId}`, () => this.checkRequest(requestId));
+  private ringRequest(requestId: string, at: number | undefined): void {
+    this.singleFlight(`r:${requestId}`, at, (bellAt) => this.checkRequest(requestId, bellAt));
   }
 
   private async lookUpCursorKey(mailboxId: string): Promise<number | undefined> {
@@ -342,21 +347,35 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
     return head?.cursorKey;
   }
 
-  private singleFlight(key: string, run: () => Promise<void>): void {
+  /**
+   * Per-key single flight: a doorbell during a running check marks it to run once more, so a burst
+   * of commits costs at most two checks. `at` is the earliest commit time of the bells waiting.
+   */
+  private singleFlight(key: string, at: number | undefined, run: (at: number | undefined) => Promise<void>): void {
     const running = this.checks.get(key);
     if (running) {
       running.again = true;
+      running.at = earliest(running.at, at);
       return;
     }
-    const state = { again: false };
+    const state = { again: false, at };
     this.checks.set(key, state);
     void (async () => {
       do {
+        const bellAt = state.at;
         state.again = false;
-        await run().catch((err) => this.failed(err));
+        state.at = undefined;
+        await run(bellAt).catch((err) => this.failed(err));
       } while (state.again);
       this.checks.delete(key);
     })();
+  }
+
+  /** Wake latency: from the commit that rang (`at`) to now, for the waits this check settled. */
+  private observeWakes(kind: string, waiters: readonly Waiter[], at: number | undefined): void {
+    if (at === undefined) return;
+    const seconds = Math.max(0, Date.now() - at) / 1000;
+    for (const w of waiters) if (w.settled && !w.persistedId) this.metrics.wakeLatency.observe({ kind }, seconds);
   }
 
   /** Draining: every waiting client gets its shutdown answer; watches of persisted waits are dropped. */
@@ -391,4 +410,8 @@ function* byMailbox(rows: MessageRow[]): Generator<MessageRow[]> {
       start = i;
     }
   }
+}
+
+function earliest(a: number | undefined, b: number | undefined): number | undefined {
+  return a === undefined ? b : b === undefined ? a : Math.min(a, b);
 }
