@@ -46,6 +46,16 @@ export function createRootLogger(level: string, destination: NodeJS.WritableStre
   );
 }
 
+/** Nest's start-up chatter (one line per module and route): useful when debugging, noise otherwise. */
+const NEST_BOOT_CONTEXTS = new Set([
+  'NestFactory',
+  'InstanceLoader',
+  'RoutesResolver',
+  'RouterExplorer',
+  'WebSocketsController',
+  'NestApplication',
+]);
+
 /** Nest's logger interface on top of pino, so framework messages are JSON lines as well. */
 export class PinoNestLogger implements LoggerService {
   constructor(private readonly logger: Logger) {}
@@ -69,9 +79,10 @@ export class PinoNestLogger implements LoggerService {
     this.write('fatal', message, rest);
   }
 
-  private write(level: pino.Level, message: unknown, rest: unknown[]): void {
+  private write(requested: pino.Level, message: unknown, rest: unknown[]): void {
     // Nest passes the context (the class name) as the last string argument, a stack before it.
     const context = typeof rest.at(-1) === 'string' ? (rest.at(-1) as string) : undefined;
+    const level = requested === 'info' && context && NEST_BOOT_CONTEXTS.has(context) ? 'debug' : requested;
     const stack = rest.length > 1 && typeof rest[0] === 'string' ? rest[0] : undefined;
     const fields: Record<string, unknown> = { context };
     if (stack) fields.stack = scrubSecrets(stack);

@@ -1,47 +1,22 @@
-import { ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { accessSync, constants } from 'node:fs';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
-import { freePort } from './spawned-server';
-import { waitFor } from './wait-for';
+import { NginxMode, NginxProxy, NginxUnavailableError, startNginx as start } from '#app/devtools/nginx.js';
+
+export type { NginxMode, NginxProxy };
+export { NginxUnavailableError };
 
 /**
- * A real nginx hop in front of a server under test (SPEC §4 "Proxies"), run as a child process
- * owned by the test: its own prefix directory with the config, pid, logs and every temp path, a
- * free loopback port, stopped and removed by `stop()`. Needs the nginx binary (Debian:
- * `apt-get install -y nginx-light`). Without it, or when it does not start, `startNginx` throws
- * `NginxUnavailableError`: the proxy tests fail, unless ALCARTA_TEST_WITHOUT_NGINX=1 lets them skip
- * (see `nginxSkipReason`).
- *
- * Modes:
- * - `websocket`: configured as SPEC §4 asks of every hop: HTTP/1.1 upstream, `Upgrade` and
- *   `Connection` forwarded (the usual `$connection_upgrade` map), response buffering off, long
- *   read/send timeouts, `Host` forwarded.
- * - `strip-upgrade`: a misconfigured hop: HTTP/1.1 upstream, but `Upgrade`/`Connection` are not
- *   forwarded, so a websocket handshake reaches the upstream as a plain GET.
+ * A real nginx hop in front of a server under test (SPEC §4 "Proxies"), see src/devtools/nginx.ts.
+ * Without nginx, or when it does not start, the proxy tests fail — unless
+ * ALCARTA_TEST_WITHOUT_NGINX=1 lets them skip (see `nginxSkipReason`).
  */
-export type NginxMode = 'websocket' | 'strip-upgrade';
-
-export interface NginxProxy {
-  /** `http://127.0.0.1:<port>` of the proxy. */
-  url: string;
-  port: number;
-  /** The access log: one line `<method> <path without query> <status>` per request (no tickets). */
-  accessLog(): Promise<string>;
-  /** Stops nginx (SIGTERM, SIGKILL after 10 s) and removes its directory. */
-  stop(): Promise<void>;
-}
-
-/** nginx is missing or could not be started; `summary` is the first line, without the details. */
-export class NginxUnavailableError extends Error {
-  override name = 'NginxUnavailableError';
-
-  constructor(
-    readonly summary: string,
-    details: string,
-  ) {
-    super(`${summary}: ${details}`);
+export async function startNginx(options: { upstream: string; mode: NginxMode; port?: number }): Promise<NginxProxy> {
+  try {
+    return await start({ upstreams: [options.upstream], mode: options.mode, port: options.port });
+  } catch (err) {
+    if (!(err instanceof NginxUnavailableError)) throw err;
+    throw new NginxUnavailableError(
+      err.summary,
+      `${err.message} (the proxy tests need nginx; set ${SKIP_VARIABLE}=1 to skip them)`,
+    );
   }
 }
 
@@ -54,166 +29,4 @@ const SKIP_VARIABLE = 'ALCARTA_TEST_WITHOUT_NGINX';
 export function nginxSkipReason(err: unknown): string | undefined {
   if (process.env[SKIP_VARIABLE] !== '1' || !(err instanceof NginxUnavailableError)) return undefined;
   return `${err.summary} (${SKIP_VARIABLE}=1)`;
-}
-
-const running = new Set<ChildProcess>();
-// A test that failed half-way must not leave nginx behind (the master stops its worker on SIGTERM).
-process.on('exit', () => {
-  for (const child of running) child.kill('SIGTERM');
-});
-
-/** The nginx binary: on PATH, or in the sbin directories a non-root PATH often lacks. */
-function findNginx(): string {
-  const dirs = [...(process.env.PATH ?? '').split(delimiter), '/usr/sbin', '/usr/local/sbin', '/usr/local/nginx/sbin'];
-  for (const dir of dirs.filter(Boolean)) {
-    const candidate = join(dir, 'nginx');
-    try {
-      accessSync(candidate, constants.X_OK);
-      return candidate;
-    } catch {
-      // not here
-    }
-  }
-  throw new NginxUnavailableError(
-    'nginx is not installed',
-    'the proxy tests need it (Debian/Ubuntu: apt-get install -y nginx-light). ' +
-      `Set ${SKIP_VARIABLE}=1 to skip them instead.`,
-  );
-}
-
-/** Modules compiled out of this nginx (`--without-http_<name>_module`): their directives would be errors. */
-function missingModules(binary: string): Set<string> {
-  const version = spawnSync(binary, ['-V'], { encoding: 'utf8' });
-  if (version.error || version.status !== 0) {
-    throw new NginxUnavailableError(
-      `nginx at ${binary} does not run`,
-      version.error?.message ?? `${version.stderr}`.trim(),
-    );
-  }
-  return new Set([...`${version.stderr}`.matchAll(/--without-http_(\w+)_module/g)].map((m) => m[1]));
-}
-
-function config(dir: string, port: number, upstream: string, mode: NginxMode, missing: Set<string>): string {
-  const tempPaths = ['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']
-    .filter((name) => name === 'client_body' || !missing.has(name))
-    .map((name) => `  ${name}_temp_path ${join(dir, `${name}_temp`)};`);
-  const hop =
-    mode === 'websocket'
-      ? [
-          'proxy_http_version 1.1;',
-          'proxy_set_header Upgrade $http_upgrade;',
-          'proxy_set_header Connection $connection_upgrade;',
-          'proxy_buffering off;',
-          'proxy_read_timeout 3600s;',
-          'proxy_send_timeout 3600s;',
-        ]
-      : [
-          // What a proxy configured for plain HTTP does: nginx passes neither hop-by-hop header
-          // unless told to; written out here so the test does not depend on that default.
-          'proxy_http_version 1.1;',
-          'proxy_set_header Upgrade "";',
-          'proxy_set_header Connection "";',
-        ];
-  return [
-    // As root, the worker would drop to nobody and could not use the temp paths in our 0700 dir.
-    ...(process.getuid?.() === 0 ? ['user root;'] : []),
-    'worker_processes 1;',
-    'daemon off;',
-    `pid ${join(dir, 'nginx.pid')};`,
-    `lock_file ${join(dir, 'nginx.lock')};`,
-    `error_log ${join(dir, 'error.log')} warn;`,
-    'events { worker_connections 256; }',
-    'http {',
-    // $uri, not $request: websocket URLs carry their ticket in the query.
-    "  log_format alcarta '$request_method $uri $status';",
-    `  access_log ${join(dir, 'access.log')} alcarta;`,
-    ...tempPaths,
-    '  map $http_upgrade $connection_upgrade { default upgrade; "" close; }',
-    '  server {',
-    `    listen 127.0.0.1:${port};`,
-    '    location / {',
-    `      proxy_pass ${upstream};`,
-    '      proxy_set_header Host $http_host;',
-    '      proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;',
-    '      proxy_set_header X-Forwarded-Proto $scheme;',
-    ...hop.map((line) => `      ${line}`),
-    '    }',
-    '  }',
-    '}',
-    '',
-  ].join('\n');
-}
-
-/**
- * Starts nginx proxying `127.0.0.1:<port>` (a free one unless given: pass it when the upstream
- * must know its public URL in advance) to `upstream`, and waits until it answers.
- */
-export async function startNginx(options: { upstream: string; mode: NginxMode; port?: number }): Promise<NginxProxy> {
-  const binary = findNginx();
-  const missing = missingModules(binary);
-  const port = options.port ?? (await freePort());
-  const dir = await mkdtemp(join(tmpdir(), 'alcarta-nginx-'));
-  const confPath = join(dir, 'nginx.conf');
-  await writeFile(confPath, config(dir, port, options.upstream.replace(/\/+$/, ''), options.mode, missing));
-
-  // -e: the log used before the config is read (the compiled-in default may be unwritable).
-  const child = spawn(binary, ['-p', dir, '-c', confPath, '-e', join(dir, 'error.log')], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  running.add(child);
-  let output = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-  let exit: string | undefined;
-  const exited = new Promise<void>((resolveExit) => {
-    child.once('error', (err) => {
-      exit = err.message;
-      running.delete(child);
-      resolveExit();
-    });
-    child.once('exit', (code, signal) => {
-      exit = `exit code ${code ?? signal}`;
-      running.delete(child);
-      resolveExit();
-    });
-  });
-  const errorLog = () => readFile(join(dir, 'error.log'), 'utf8').catch(() => '');
-
-  const stop = async () => {
-    if (running.has(child)) child.kill('SIGTERM');
-    const force = setTimeout(() => child.kill('SIGKILL'), 10_000);
-    await exited;
-    clearTimeout(force);
-    await rm(dir, { recursive: true, force: true });
-  };
-
-  const url = `http://127.0.0.1:${port}`;
-  try {
-    await waitFor(
-      'nginx to answer',
-      async () => {
-        if (exit !== undefined) return true;
-        const res = await fetch(`${url}/health/live`, { signal: AbortSignal.timeout(2000) });
-        await res.arrayBuffer();
-        return (res.headers.get('server') ?? '').startsWith('nginx');
-      },
-      { timeoutMs: 20_000, intervalMs: 50 },
-    );
-  } catch (err) {
-    const log = await errorLog();
-    await stop();
-    throw new NginxUnavailableError('nginx did not start', `${(err as Error).message}\n${output}${log}`);
-  }
-  if (exit !== undefined) {
-    const log = await errorLog();
-    await stop();
-    throw new NginxUnavailableError('nginx did not start', `${exit}\n${output}${log}`);
-  }
-
-  return {
-    url,
-    port,
-    accessLog: () => readFile(join(dir, 'access.log'), 'utf8').catch(() => ''),
-    stop,
-  };
 }

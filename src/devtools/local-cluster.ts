@@ -1,0 +1,149 @@
+import { ChildProcess, spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { freePort, until } from '../common/net';
+import { NginxProxy, startNginx } from './nginx';
+
+export interface ClusterOptions {
+  replicas: number;
+  /** The balancer's port (0: any free one). */
+  port: number;
+  databaseUrl: string;
+  /** Extra settings for every replica. */
+  env?: Record<string, string>;
+  /** Where each replica's output goes (by default, this process's, prefixed). */
+  output?: (replica: number, stream: 'stdout' | 'stderr', chunk: string) => void;
+}
+
+export interface Replica {
+  readonly index: number;
+  readonly url: string;
+  readonly pid: number | undefined;
+  readonly running: boolean;
+  /** Sends `signal` (default SIGTERM) and resolves with the exit code once it exited. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+  /** Starts it again on the same port; resolves once /health/ready answers 200. */
+  start(): Promise<void>;
+}
+
+export interface LocalCluster {
+  /** The balancer: what clients use, and every replica's ALCARTA_PUBLIC_URL. */
+  readonly url: string;
+  readonly replicas: readonly Replica[];
+  stop(): Promise<void>;
+}
+
+/** `node dist/main.js` of this build. */
+const MAIN = join(__dirname, '..', 'main.js');
+
+/**
+ * N replicas of the server on one PostgreSQL behind an nginx load balancer on loopback — the way
+ * Alcarta runs in Kubernetes, on one machine. Every replica is a real `node dist/main.js` process
+ * that can be stopped (SIGTERM: graceful drain) and started again.
+ */
+export async function startLocalCluster(options: ClusterOptions): Promise<LocalCluster> {
+  const balancerPort = options.port || (await freePort());
+  const balancerUrl = `http://127.0.0.1:${balancerPort}`;
+  const ports = await Promise.all(Array.from({ length: options.replicas }, () => freePort()));
+  const replicas = ports.map(
+    (port, index) =>
+      new ReplicaProcess(
+        index + 1,
+        port,
+        {
+          ...process.env,
+          ...options.env,
+          DATABASE_URL: options.databaseUrl,
+          PORT: String(port),
+          ALCARTA_HOST: '127.0.0.1',
+          ALCARTA_PUBLIC_URL: balancerUrl,
+        },
+        options.output ?? defaultOutput,
+      ),
+  );
+  let nginx: NginxProxy | undefined;
+  try {
+    // One at a time: the first applies the migrations and creates the bootstrap admin token.
+    for (const replica of replicas) await replica.start();
+    nginx = await startNginx({ upstreams: replicas.map((r) => r.url), mode: 'websocket', port: balancerPort });
+  } catch (err) {
+    await Promise.all(replicas.map((r) => r.stop()));
+    throw err;
+  }
+  const balancer = nginx;
+  return {
+    url: balancer.url,
+    replicas,
+    stop: async () => {
+      await Promise.all(replicas.map((r) => r.stop()));
+      await balancer.stop();
+    },
+  };
+}
+
+class ReplicaProcess implements Replica {
+  private child: ChildProcess | undefined;
+  private exited: Promise<number | null> = Promise.resolve(null);
+
+  constructor(
+    readonly index: number,
+    private readonly port: number,
+    private readonly env: NodeJS.ProcessEnv,
+    private readonly output: NonNullable<ClusterOptions['output']>,
+  ) {}
+
+  get url(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  get running(): boolean {
+    return this.child !== undefined;
+  }
+
+  async start(): Promise<void> {
+    if (this.child) return;
+    const child = spawn(process.execPath, [MAIN], { env: this.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child = child;
+    child.stdout?.setEncoding('utf8').on('data', (chunk: string) => this.output(this.index, 'stdout', chunk));
+    child.stderr?.setEncoding('utf8').on('data', (chunk: string) => this.output(this.index, 'stderr', chunk));
+    this.exited = new Promise((resolve) =>
+      child.once('exit', (code) => {
+        if (this.child === child) this.child = undefined;
+        resolve(code);
+      }),
+    );
+    await until(
+      `replica ${this.index} to be ready`,
+      async () => {
+        if (this.child !== child) throw new Error(`replica ${this.index} exited during start`);
+        const res = await fetch(`${this.url}/health/ready`, { signal: AbortSignal.timeout(2000) });
+        await res.arrayBuffer();
+        return res.status === 200;
+      },
+      { timeoutMs: 60_000 },
+    ).catch(async (err: Error) => {
+      await this.stop('SIGKILL');
+      throw err;
+    });
+  }
+
+  async stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
+    const child = this.child;
+    if (!child) return this.exited;
+    child.kill(signal);
+    const force = setTimeout(() => child.kill('SIGKILL'), 30_000);
+    try {
+      return await this.exited;
+    } finally {
+      clearTimeout(force);
+    }
+  }
+}
+
+function defaultOutput(replica: number, stream: 'stdout' | 'stderr', chunk: string): void {
+  const target = stream === 'stdout' ? process.stdout : process.stderr;
+  for (const line of chunk.split('\n')) if (line) target.write(`[replica ${replica}] ${line}\n`);
+}
