@@ -114,14 +114,19 @@ export class TaskService {
    * the wait's resolution, on any replica), never by polling.
    */
   async result(caller: Caller, taskId: string, signal?: AbortSignal): Promise<Record<string, unknown>> {
-    for (;;) {
+    for (let missingWait = false; ;) {
       const task = await this.find(caller, taskId);
       if (task.status === 'cancelled') {
         throw conflict('task_cancelled', `Task ${taskId} was cancelled; it has no result.`, { status: task.status });
       }
       if (TERMINAL_TASK_STATUSES.includes(task.status)) return task.result!;
       const wait = task.waitId ? await this.persisted.find(task.waitId) : null;
-      if (!wait) continue; // resolved and purged meanwhile: the task row now says how it ended
+      if (!wait) {
+        // Resolved and purged between the two reads: the task row, read again, says how it ended.
+        if (missingWait) throw new Error(`task ${taskId} is working but its wait is gone`);
+        missingWait = true;
+        continue;
+      }
       const outcome = await this.engine.awaitResult(wait, {
         delivery: 'poll',
         timeoutMs: RESULT_CHECK_MS,

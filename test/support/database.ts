@@ -26,12 +26,20 @@ export async function createTestDatabase(): Promise<TestDatabase> {
   }
   const url = new URL(serverUrl());
   url.pathname = `/${name}`;
+  // One session (tests use BEGIN/COMMIT through it); concurrent calls are queued here, in order.
   const client = new Client({ connectionString: url.toString() });
   await client.connect();
+  let queue: Promise<unknown> = Promise.resolve();
+  const query = <R>(sql: string, params: unknown[] = []): Promise<R[]> => {
+    const run = queue.then(() => client.query(sql, params));
+    queue = run.catch(() => undefined);
+    return run.then((result) => result.rows as R[]);
+  };
   return {
     url: url.toString(),
-    query: async <R>(sql: string, params: unknown[] = []) => (await client.query(sql, params)).rows as R[],
+    query,
     drop: async () => {
+      await queue;
       await client.end();
       const again = new Client({ connectionString: serverUrl() });
       await again.connect();
