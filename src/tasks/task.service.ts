@@ -55,10 +55,11 @@ export class TaskService {
         { max_active_tasks: this.config.maxActiveTasksPerToken },
       );
     }
+    // From the requested timeout, not the clock: time spent storing the wait must not shorten the ttl.
+    const ttlMs = requestedTtlMs ?? args.timeout_seconds * 1000 + DEFAULT_TTL_AFTER_WAIT_MS;
     let task: TaskEntity | undefined;
     await this.waits.persistForTask(caller, args, async (manager, wait) => {
-      const waitMs = wait.expiresAt.getTime() - Date.now();
-      task = this.newTask(caller, wait.id, 'working', null, null, requestedTtlMs ?? waitMs + DEFAULT_TTL_AFTER_WAIT_MS);
+      task = this.newTask(caller, wait.id, 'working', null, null, ttlMs);
       await this.tasks.insert(task, manager);
     });
     return view(task!);

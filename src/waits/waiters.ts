@@ -204,6 +204,9 @@ export class ResultWaiter extends Waiter {
 
   evaluate(wait: PersistedWaitEntity | null): void {
     if (wait?.status === 'resolved' && wait.result) this.finish(wait.result);
+    // Deleted (its task expired and was purged): nothing will ever resolve it, so the caller must
+    // look again now rather than block until its own deadline.
+    else if (wait === null) this.finish(this.timedOut());
   }
 
   timedOut(): WaitResult {

@@ -79,3 +79,62 @@ export async function rawMcp(
   }
   return { status: res.status, headers: res.headers, json, text };
 }
+
+export interface McpStream {
+  status: number;
+  headers: Headers;
+  /** Everything received so far (SSE frames and `: keepalive` comments). */
+  readonly text: string;
+  /** Resolves once the response has ended: its JSON-RPC messages, and whether the connection broke. */
+  done: Promise<{ messages: any[]; broken: boolean }>;
+}
+
+/**
+ * A raw JSON-RPC POST to /mcp whose SSE response is read as it arrives, so a test can act when it
+ * sees something on the stream (a keep-alive, a progress notification) while the call still blocks.
+ */
+export async function streamMcp(
+  baseUrl: string,
+  token: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<McpStream> {
+  const res = await fetch(new URL('/mcp', baseUrl), {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      authorization: `Bearer ${token}`,
+      ...headers,
+    },
+    body: JSON.stringify(body),
+  });
+  let text = '';
+  const decoder = new TextDecoder();
+  const reader = res.body!.getReader();
+  const done = (async () => {
+    let broken = false;
+    try {
+      for (;;) {
+        const { done: ended, value } = await reader.read();
+        if (ended) break;
+        text += decoder.decode(value, { stream: true });
+      }
+    } catch {
+      broken = true;
+    }
+    const messages = text
+      .split('\n')
+      .filter((line) => line.startsWith('data: '))
+      .map((line) => JSON.parse(line.slice(6)) as unknown);
+    return { messages, broken };
+  })();
+  return {
+    status: res.status,
+    headers: res.headers,
+    get text() {
+      return text;
+    },
+    done,
+  };
+}
