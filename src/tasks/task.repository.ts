@@ -26,8 +26,10 @@ export class TaskRepository {
     return this.dataSource.getRepository(TaskEntity).findOneBy({ id, tokenId });
   }
 
-  countWorking(tokenId: string): Promise<number> {
-    return this.dataSource.getRepository(TaskEntity).countBy({ tokenId, status: 'working' });
+  /** Working tasks of the token, counted under a transaction-level lock per token. */
+  async countWorkingLocked(manager: EntityManager, tokenId: string): Promise<number> {
+    await manager.query(`SELECT pg_advisory_xact_lock(hashtext('alcarta.tasks:' || $1))`, [tokenId]);
+    return manager.countBy(TaskEntity, { tokenId, status: 'working' });
   }
 
   /** A page of the token's tasks, oldest first, after `after`. */

@@ -45,20 +45,22 @@ export class TaskService {
 
   /** Starts a task for a wait; a bad argument throws the same AlcartaError the plain call would. */
   async start(caller: Caller, args: AwaitArguments, requestedTtlMs: number | undefined): Promise<TaskView> {
-    const active = await this.tasks.countWorking(caller.tokenId);
-    if (active >= this.config.maxActiveTasksPerToken) {
-      throw new AlcartaError(
-        'limit_exceeded',
-        'too_many_active_tasks',
-        `This token already has ${active} working tasks (the limit is ${this.config.maxActiveTasksPerToken}); ` +
-          'wait for some to finish or cancel them.',
-        { max_active_tasks: this.config.maxActiveTasksPerToken },
-      );
-    }
     // From the requested timeout, not the clock: time spent storing the wait must not shorten the ttl.
     const ttlMs = requestedTtlMs ?? args.timeout_seconds * 1000 + DEFAULT_TTL_AFTER_WAIT_MS;
     let task: TaskEntity | undefined;
     await this.waits.persistForTask(caller, args, async (manager, wait) => {
+      // Counted under a per-token lock in the inserting transaction, so concurrent calls cannot
+      // overshoot the cap; a refusal rolls the wait back too.
+      const active = await this.tasks.countWorkingLocked(manager, caller.tokenId);
+      if (active >= this.config.maxActiveTasksPerToken) {
+        throw new AlcartaError(
+          'limit_exceeded',
+          'too_many_active_tasks',
+          `This token already has ${active} working tasks (the limit is ${this.config.maxActiveTasksPerToken}); ` +
+            'wait for some to finish or cancel them.',
+          { max_active_tasks: this.config.maxActiveTasksPerToken },
+        );
+      }
       task = this.newTask(caller, wait.id, 'working', null, null, ttlMs);
       await this.tasks.insert(task, manager);
     });

@@ -108,4 +108,13 @@ describe('MCP Tasks: ttl and limits', () => {
     assert.equal((await inboxTask(agent)).status, 'working', 'a cancel frees a slot');
     assert.equal((await inboxTask(agent)).status, 'failed', 'and only one');
   });
+
+  it('concurrent task-augmented calls of one token cannot overshoot the cap', async () => {
+    const agent = await newAgent();
+    const tasks = await Promise.all(Array.from({ length: 8 }, () => inboxTask(agent)));
+    assert.equal(tasks.filter((t) => t.status === 'working').length, MAX_ACTIVE);
+    assert.equal(tasks.filter((t) => t.status === 'failed').length, 8 - MAX_ACTIVE);
+    for (const t of tasks.filter((task) => task.status === 'working'))
+      await agent.experimental.tasks.cancelTask(t.taskId);
+  });
 });
