@@ -1,0 +1,38 @@
+# syntax=docker/dockerfile:1
+#
+# The Alcarta server image (used by helm/alcarta):
+#   docker build -t registry.example.com/alcarta:0.1.0 .
+#
+# The container runs `node dist/main.js` as PID 1 — no shell, no npm in between — so SIGTERM reaches
+# the server, which drains and exits 0 within ALCARTA_SHUTDOWN_GRACE_SECONDS. It runs as uid/gid 1000
+# (the `node` user of the base image). Set DATABASE_URL in production (the Helm chart always does).
+# Without it the server starts its embedded PostgreSQL with the data under /app/.alcarta (mount a
+# volume there to keep it). Administration: `docker run … node dist/cli.js <command>`.
+
+ARG NODE_IMAGE=node:20-bookworm-slim
+
+# --- build: all dependencies, compile src/ and migrations/ into dist/ -----------------------------
+FROM ${NODE_IMAGE} AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json nest-cli.json ./
+COPY src ./src
+COPY migrations ./migrations
+RUN npm run build
+
+# --- runtime: production dependencies and the build only -------------------------------------------
+FROM ${NODE_IMAGE} AS runtime
+ENV NODE_ENV=production
+WORKDIR /app
+COPY package.json package-lock.json ./
+# embedded-postgres and its platform package are runtime dependencies: unused when DATABASE_URL is
+# set (as in Kubernetes), they let the image run without it. They stay.
+RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+COPY --from=build /app/dist ./dist
+# The only place the server writes to (embedded PostgreSQL, i.e. without DATABASE_URL).
+RUN mkdir -p /app/.alcarta && chown 1000:1000 /app/.alcarta
+# Numeric, so Kubernetes can verify runAsNonRoot without a passwd lookup.
+USER 1000:1000
+EXPOSE 3000
+CMD ["node", "dist/main.js"]
