@@ -1,21 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { createTestDatabase, TestDatabase } from '../support/database';
-import { callOk, connectMcp } from '../support/mcp';
+import { callOk } from '../support/mcp';
 import { activeWaits } from '../support/metrics';
-import { RestClient } from '../support/rest';
-import { scrubbed, spawnServer, SpawnedServer } from '../support/spawned-server';
 import { createMailbox, ingest, randomSecret } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
 import { openOk, openSocket, socketUrlOn } from '../support/wait-socket';
-
-interface Replica {
-  name: string;
-  server: SpawnedServer;
-  admin: RestClient;
-  client: Client;
-}
+import { Replica, ReplicaSet } from '../support/replicas';
 
 const ids = (result: { events: Array<{ message_id: string }> }) => result.events.map((e) => e.message_id);
 
@@ -29,32 +20,10 @@ const ids = (result: { events: Array<{ message_id: string }> }) => result.events
 describe('persisted waits across server processes', () => {
   const secret = randomSecret();
   let db: TestDatabase;
-  const replicas: Replica[] = [];
+  let replicas: ReplicaSet;
   let a: Replica;
   let b: Replica;
   let mailboxId: string;
-
-  const startReplica = async (name: string): Promise<Replica> => {
-    const server = await spawnServer({ DATABASE_URL: db.url, ALCARTA_BOOTSTRAP_TOKEN: secret });
-    const replica = {
-      name,
-      server,
-      admin: new RestClient(server.url, secret),
-      client: await connectMcp(server.url, secret),
-    };
-    replicas.push(replica);
-    return replica;
-  };
-
-  /** Stops a replica (it leaves `replicas`); a SIGTERM must end in exit status 0. */
-  const stop = async (replica: Replica, signal: NodeJS.Signals) => {
-    replicas.splice(replicas.indexOf(replica), 1);
-    await replica.client.close();
-    const code = await replica.server.stop(signal);
-    if (signal === 'SIGTERM') {
-      assert.equal(code, 0, `${replica.name} exit status; stderr:\n${scrubbed(replica.server.stderr())}`);
-    }
-  };
 
   const waitRow = async (waitId: string) =>
     (
@@ -73,16 +42,14 @@ describe('persisted waits across server processes', () => {
 
   before(async () => {
     db = await createTestDatabase();
-    a = await startReplica('A'); // alone first: it runs the migrations
-    b = await startReplica('B');
+    replicas = new ReplicaSet(db.url, secret);
+    a = await replicas.start('A'); // alone first: it runs the migrations
+    b = await replicas.start('B');
     mailboxId = await createMailbox(a.admin);
   });
 
   after(async () => {
-    for (const replica of replicas) {
-      await replica.client.close();
-      await replica.server.stop('SIGTERM');
-    }
+    await replicas?.stopAll();
     await db?.drop();
   });
 
@@ -110,7 +77,7 @@ describe('persisted waits across server processes', () => {
   });
 
   it('SIGTERM with an open socket: shutdown result, close 1012, exit 0; another replica resolves the wait', async () => {
-    const doomed = await startReplica('C');
+    const doomed = await replicas.start('C');
     const d = await messageWait(doomed);
     const socket = await openOk(socketUrlOn(doomed.server.url, d.websocket_url));
     assert.deepEqual(await socket.frame(1), { type: 'ready', wait_id: d.wait_id });
@@ -122,7 +89,7 @@ describe('persisted waits across server processes', () => {
       },
     );
 
-    await stop(doomed, 'SIGTERM');
+    await replicas.stop(doomed, 'SIGTERM');
     const { code } = await socket.closed;
     assert.equal(code, 1012);
     assert.equal(socket.frames.length, 2);
@@ -142,7 +109,7 @@ describe('persisted waits across server processes', () => {
   });
 
   it('a wait survives SIGKILL of the replica that created it; its URL and wait_id work on another', async () => {
-    const doomed = await startReplica('D');
+    const doomed = await replicas.start('D');
     const { request_id: requestId } = await callOk(doomed.client, 'request_approval', {
       mailbox_id: mailboxId,
       title: 'Outlive your replica',
@@ -152,7 +119,7 @@ describe('persisted waits across server processes', () => {
       timeout_seconds: 3600,
       delivery: 'websocket',
     });
-    await stop(doomed, 'SIGKILL');
+    await replicas.stop(doomed, 'SIGKILL');
     assert.equal((await waitRow(d.wait_id)).status, 'pending');
 
     const socket = await openOk(socketUrlOn(b.server.url, d.websocket_url));
@@ -167,17 +134,17 @@ describe('persisted waits across server processes', () => {
   });
 
   it('a wait whose expires_at passed while no replica ran is resolved as timed out when one starts', async () => {
-    for (const replica of [...replicas]) await stop(replica, 'SIGTERM');
-    const creator = await startReplica('E');
+    for (const replica of [...replicas.running]) await replicas.stop(replica, 'SIGTERM');
+    const creator = await replicas.start('E');
     const d = await messageWait(creator, 8);
-    await stop(creator, 'SIGKILL');
+    await replicas.stop(creator, 'SIGKILL');
     assert.equal((await waitRow(d.wait_id)).status, 'pending', 'nobody resolved it before it expired');
     await waitFor('expires_at to pass', async () => (await waitRow(d.wait_id)).expired, {
       timeoutMs: 60_000,
       intervalMs: 200,
     });
 
-    const successor = await startReplica('F');
+    const successor = await replicas.start('F');
     const result = await callOk(successor.client, 'email_await', { wait_id: d.wait_id, timeout_seconds: 60 });
     const { next_cursor: cursor, ...rest } = result;
     assert.deepEqual(rest, { matched: false, timed_out: true, shutdown: false, events: [] });

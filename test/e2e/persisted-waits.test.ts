@@ -3,7 +3,6 @@ import { after, before, describe, it } from 'node:test';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { callError, callOk, connectMcp } from '../support/mcp';
 import { activeWaits } from '../support/metrics';
-import { freePort } from '../support/spawned-server';
 import { createMailbox, createToken, ingest, startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
 import { openOk, OpenedSocket } from '../support/wait-socket';
@@ -22,8 +21,7 @@ describe('persisted waits and the wait_id fallback', () => {
   let mailboxId: string;
 
   before(async () => {
-    const port = await freePort();
-    server = await startTestServer({ env: { PORT: String(port), ALCARTA_PUBLIC_URL: `http://127.0.0.1:${port}` } });
+    server = await startTestServer({ ownPublicUrl: true });
     mailboxId = await createMailbox(server.admin);
     const token = await createToken(server.admin, { scopes: ['mail:read', 'approvals:read'], mailboxes: [mailboxId] });
     agent = await connectMcp(server.url, token.secret);

@@ -1,21 +1,14 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { ErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import { createTestDatabase, TestDatabase } from '../support/database';
 import { callOk, connectMcp, streamMcp } from '../support/mcp';
 import { activeWaits } from '../support/metrics';
+import { Replica, ReplicaSet } from '../support/replicas';
 import { RestClient } from '../support/rest';
-import { scrubbed, spawnServer, SpawnedServer } from '../support/spawned-server';
 import { startTask, taskContent, taskResult } from '../support/tasks';
 import { createMailbox, createToken, ingest, randomSecret } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
-
-interface Replica {
-  name: string;
-  server: SpawnedServer;
-  client: Client;
-}
 
 const ids = (result: { events: Array<{ message_id: string }> }) => result.events.map((e) => e.message_id);
 
@@ -32,52 +25,34 @@ describe('MCP Tasks across server processes', () => {
   let admin: RestClient;
   let agentSecret: string;
   let mailboxId: string;
-  const replicas: Replica[] = [];
-
-  const startReplica = async (name: string): Promise<Replica> => {
-    const server = await spawnServer({ DATABASE_URL: db.url, ALCARTA_BOOTSTRAP_TOKEN: adminSecret });
-    const replica = { name, server, client: await connectMcp(server.url, agentSecret) };
-    replicas.push(replica);
-    return replica;
-  };
-
-  /** Stops a replica; a SIGTERM must end in exit status 0. */
-  const stop = async (replica: Replica, signal: NodeJS.Signals) => {
-    replicas.splice(replicas.indexOf(replica), 1);
-    await replica.client.close();
-    const code = await replica.server.stop(signal);
-    if (signal === 'SIGTERM') {
-      assert.equal(code, 0, `${replica.name} exit status; stderr:\n${scrubbed(replica.server.stderr())}`);
-    }
-  };
+  let replicas: ReplicaSet;
 
   const taskStatus = async (taskId: string) =>
     (await db.query<{ status: string }>('SELECT status FROM tasks WHERE id = $1', [taskId]))[0]?.status;
 
   before(async () => {
     db = await createTestDatabase();
-    const first = await spawnServer({ DATABASE_URL: db.url, ALCARTA_BOOTSTRAP_TOKEN: adminSecret }); // migrates
-    admin = new RestClient(first.url, adminSecret);
+    replicas = new ReplicaSet(db.url, adminSecret);
+    survivor = await replicas.start('B'); // alone first: it migrates
+    admin = survivor.admin;
     mailboxId = await createMailbox(admin);
     agentSecret = (await createToken(admin, { scopes: ['mail:read', 'approvals:read'], mailboxes: [mailboxId] }))
       .secret;
-    survivor = { name: 'B', server: first, client: await connectMcp(first.url, agentSecret) };
-    replicas.push(survivor);
+    // The agent, not the admin, talks MCP to every replica.
+    await survivor.client.close();
+    survivor.client = await connectMcp(survivor.server.url, agentSecret);
   });
 
   after(async () => {
-    for (const replica of [...replicas]) {
-      await replica.client.close();
-      await replica.server.stop('SIGTERM');
-    }
+    await replicas?.stopAll();
     await db?.drop();
   });
 
   it('a message-wait task created on A completes after A is SIGKILLed: B serves tasks/get and tasks/result', async () => {
-    const a = await startReplica('A');
+    const a = await replicas.start('A', agentSecret);
     const task = await startTask(a.client, 'monitor_inbox', { mailbox_id: mailboxId, timeout_seconds: 300 });
     assert.equal(task.status, 'working');
-    await stop(a, 'SIGKILL');
+    await replicas.stop(a, 'SIGKILL');
     assert.equal(await taskStatus(task.taskId), 'working', 'the task outlives its replica');
 
     const messageId = await ingest(admin, mailboxId, { subject: 'after A died' });
@@ -91,13 +66,13 @@ describe('MCP Tasks across server processes', () => {
   });
 
   it('a request-wait task created on C completes on B after C is SIGKILLed and a person approves', async () => {
-    const c = await startReplica('C');
+    const c = await replicas.start('C', agentSecret);
     const { request_id: requestId } = await callOk(c.client, 'request_approval', {
       mailbox_id: mailboxId,
       title: 'Outlive your replica',
     });
     const task = await startTask(c.client, 'monitor_approval', { request_id: requestId, timeout_seconds: 3600 });
-    await stop(c, 'SIGKILL');
+    await replicas.stop(c, 'SIGKILL');
 
     assert.equal((await admin.post(`/v1/requests/${requestId}/approve`, {})).status, 200);
     await waitFor(
@@ -111,7 +86,7 @@ describe('MCP Tasks across server processes', () => {
   });
 
   it('SIGTERM of the replica that created a task and where tasks/result blocks ends that call, not the task', async () => {
-    const d = await startReplica('D');
+    const d = await replicas.start('D', agentSecret);
     const task = await startTask(d.client, 'monitor_inbox', { mailbox_id: mailboxId, timeout_seconds: 300 });
     const blocked = await streamMcp(
       d.server.url,
@@ -124,7 +99,7 @@ describe('MCP Tasks across server processes', () => {
       timeoutMs: 30_000,
     });
 
-    await stop(d, 'SIGTERM');
+    await replicas.stop(d, 'SIGTERM');
     const { messages } = await blocked.done;
     const answer = messages.find((m) => m.id === 31);
     assert.ok(answer, `D answered the blocked call before it exited: ${JSON.stringify(messages)}`);

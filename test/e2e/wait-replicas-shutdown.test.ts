@@ -1,21 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { DrainState } from '#app/lifecycle/drain-state.js';
 import { createTestDatabase, TestDatabase } from '../support/database';
 import { callOk, connectMcp } from '../support/mcp';
 import { activeWaits } from '../support/metrics';
-import { RestClient } from '../support/rest';
-import { scrubbed, spawnServer, SpawnedServer } from '../support/spawned-server';
+import { Replica, ReplicaSet } from '../support/replicas';
+import { scrubbed } from '../support/spawned-server';
 import { createMailbox, ingest, randomSecret, startTestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
-
-interface Replica {
-  name: string;
-  server: SpawnedServer;
-  admin: RestClient;
-  client: Client;
-}
 
 const SHUTDOWN_RESULT = { matched: false, timed_out: false, shutdown: true, events: [] };
 
@@ -28,26 +20,10 @@ const SHUTDOWN_RESULT = { matched: false, timed_out: false, shutdown: true, even
 describe('waits across replicas and during graceful shutdown', () => {
   const secret = randomSecret();
   let db: TestDatabase;
-  const replicas: Replica[] = [];
+  /** Re-checks every 30 s: the wakes these tests see are doorbells. */
+  let replicas: ReplicaSet;
   let a: Replica;
   let b: Replica;
-
-  /** Starts one more server process on the shared database (re-checks every 30 s: wakes are doorbells). */
-  const startReplica = async (name: string): Promise<Replica> => {
-    const server = await spawnServer({
-      DATABASE_URL: db.url,
-      ALCARTA_BOOTSTRAP_TOKEN: secret,
-      ALCARTA_WAIT_RECHECK_SECONDS: '30',
-    });
-    const replica = {
-      name,
-      server,
-      admin: new RestClient(server.url, secret),
-      client: await connectMcp(server.url, secret),
-    };
-    replicas.push(replica);
-    return replica;
-  };
 
   const parked = (replica: Replica, n: number) =>
     waitFor(`${n} parked wait(s) on ${replica.name}`, async () => (await activeWaits(replica.server.url)) === n, {
@@ -81,15 +57,13 @@ describe('waits across replicas and during graceful shutdown', () => {
 
   before(async () => {
     db = await createTestDatabase();
-    a = await startReplica('A'); // first alone: it runs the migrations and creates the admin token
-    b = await startReplica('B');
+    replicas = new ReplicaSet(db.url, secret, { ALCARTA_WAIT_RECHECK_SECONDS: '30' });
+    a = await replicas.start('A'); // first alone: it runs the migrations and creates the admin token
+    b = await replicas.start('B');
   });
 
   after(async () => {
-    for (const replica of replicas) {
-      await replica.client.close();
-      await replica.server.stop('SIGTERM');
-    }
+    await replicas?.stopAll();
     await db?.drop();
   });
 
@@ -126,7 +100,7 @@ describe('waits across replicas and during graceful shutdown', () => {
   }
 
   it('SIGTERM answers every parked wait with shutdown within 1 s; cursors resume on another replica', async () => {
-    const doomed = await startReplica('C');
+    const doomed = await replicas.start('C');
     const mailboxId = await createMailbox(b.admin);
     const earlier = await ingest(b.admin, mailboxId, { subject: 'before the waits' });
     const requestId = await newRequest(b, mailboxId);
@@ -167,7 +141,7 @@ describe('waits across replicas and during graceful shutdown', () => {
   });
 
   it('SIGINT does the same for a parked wait', async () => {
-    const doomed = await startReplica('D');
+    const doomed = await replicas.start('D');
     const mailboxId = await createMailbox(b.admin);
     const wait = timed(messageWait(doomed, { mailbox_id: mailboxId }));
     await parked(doomed, 1);

@@ -3,7 +3,6 @@ import { get as httpGet } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { callOk, connectMcp } from '../support/mcp';
-import { freePort } from '../support/spawned-server';
 import { createMailbox, createToken, ingest, startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
 import { openOk, openRefused, openSocket, RefusedSocket, socketUrlOn } from '../support/wait-socket';
@@ -25,8 +24,7 @@ describe('single-use websocket tickets', () => {
   let mailboxId: string;
 
   before(async () => {
-    const port = await freePort();
-    server = await startTestServer({ env: { PORT: String(port), ALCARTA_PUBLIC_URL: `http://127.0.0.1:${port}` } });
+    server = await startTestServer({ ownPublicUrl: true });
     behindTls = await startTestServer({
       env: { ALCARTA_PUBLIC_URL: 'https://alcarta.example.com/alcarta/', ALCARTA_WS_CONNECT_TTL_SECONDS: '1' },
     });
@@ -231,10 +229,7 @@ function plainGet(
 
 describe('websocket tickets on a draining replica', () => {
   it('a replica that is shutting down refuses the upgrade with 503 and leaves the ticket unused', async () => {
-    const port = await freePort();
-    const server = await startTestServer({
-      env: { PORT: String(port), ALCARTA_PUBLIC_URL: `http://127.0.0.1:${port}` },
-    });
+    const server = await startTestServer({ ownPublicUrl: true });
     const agent = await connectMcp(server.url, server.adminToken);
     try {
       const mailboxId = await createMailbox(server.admin);

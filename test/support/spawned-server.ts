@@ -1,6 +1,6 @@
 import { ChildProcess, execFile, spawn } from 'node:child_process';
-import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
+import { freePort } from '#app/common/net.js';
 import { waitFor } from './wait-for';
 
 /** The repository root (this file runs from dist-test/support/). */
@@ -15,18 +15,7 @@ function childEnv(env: Record<string, string | undefined>): NodeJS.ProcessEnv {
 }
 
 /** A port nobody listens on right now (the server does not report a PORT=0 choice back). */
-export function freePort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const address = probe.address();
-      probe.close(() =>
-        typeof address === 'object' && address ? resolvePort(address.port) : reject(new Error('no port')),
-      );
-    });
-  });
-}
+export { freePort };
 
 export interface SpawnedServer {
   url: string;

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { freePort } from '#app/common/net.js';
 import { startServer, RunningServer } from '#app/server.js';
 import { createTestDatabase, TestDatabase } from './database';
 import { RestClient } from './rest';
@@ -24,14 +25,23 @@ export function randomSecret(): string {
  * (or `db`, to share one between servers), through the same start-up path as `npm start`.
  */
 export async function startTestServer(
-  options: { env?: Record<string, string>; db?: TestDatabase; adminToken?: string } = {},
+  options: {
+    env?: Record<string, string>;
+    db?: TestDatabase;
+    adminToken?: string;
+    /** Listen on a port chosen in advance and make it ALCARTA_PUBLIC_URL, so websocket URLs point here. */
+    ownPublicUrl?: boolean;
+  } = {},
 ): Promise<TestServer> {
   const db = options.db ?? (await createTestDatabase());
   const adminToken = options.adminToken ?? randomSecret();
+  const port = options.ownPublicUrl ? await freePort() : 0;
+  const publicUrl = options.ownPublicUrl ? { ALCARTA_PUBLIC_URL: `http://127.0.0.1:${port}` } : {};
   const running = await startServer({
     overrides: {
       DATABASE_URL: db.url,
-      PORT: '0',
+      PORT: String(port),
+      ...publicUrl,
       ALCARTA_HOST: '127.0.0.1',
       ALCARTA_BOOTSTRAP_TOKEN: adminToken,
       ALCARTA_LOG_LEVEL: 'silent',

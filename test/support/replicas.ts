@@ -1,0 +1,63 @@
+import assert from 'node:assert/strict';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { connectMcp } from './mcp';
+import { RestClient } from './rest';
+import { scrubbed, spawnServer, SpawnedServer } from './spawned-server';
+
+/** One server process of a multi-replica test, with an admin REST client and an MCP client. */
+export interface Replica {
+  name: string;
+  server: SpawnedServer;
+  admin: RestClient;
+  client: Client;
+}
+
+/**
+ * Server processes sharing one database: start them by name, stop them by signal (a SIGTERM must
+ * end in exit status 0), and stop whatever is left at the end of the test file.
+ */
+export class ReplicaSet {
+  readonly running: Replica[] = [];
+
+  constructor(
+    private readonly databaseUrl: string,
+    private readonly adminSecret: string,
+    private readonly env: Record<string, string> = {},
+  ) {}
+
+  /** Starts one more process; its MCP client uses `clientSecret` (the admin token by default). */
+  async start(name: string, clientSecret = this.adminSecret): Promise<Replica> {
+    const server = await spawnServer({
+      DATABASE_URL: this.databaseUrl,
+      ALCARTA_BOOTSTRAP_TOKEN: this.adminSecret,
+      ...this.env,
+    });
+    const replica = {
+      name,
+      server,
+      admin: new RestClient(server.url, this.adminSecret),
+      client: await connectMcp(server.url, clientSecret),
+    };
+    this.running.push(replica);
+    return replica;
+  }
+
+  /** Stops a replica by `signal`; a SIGTERM must end in exit status 0. */
+  async stop(replica: Replica, signal: NodeJS.Signals): Promise<void> {
+    this.running.splice(this.running.indexOf(replica), 1);
+    await replica.client.close();
+    const code = await replica.server.stop(signal);
+    if (signal === 'SIGTERM') {
+      assert.equal(code, 0, `${replica.name} exit status; stderr:\n${scrubbed(replica.server.stderr())}`);
+    }
+  }
+
+  /** For `after`: stops every replica still running. */
+  async stopAll(): Promise<void> {
+    for (const replica of [...this.running]) {
+      this.running.splice(this.running.indexOf(replica), 1);
+      await replica.client.close();
+      await replica.server.stop('SIGTERM');
+    }
+  }
+}
