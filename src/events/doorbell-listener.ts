@@ -8,10 +8,10 @@ const RETRY_MIN_MS = 100;
 const RETRY_MAX_MS = 5_000;
 
 export interface DoorbellSubscriber {
-  /** A change committed somewhere (any replica) concerning this mailbox or request. */
+  /** A change committed somewhere (any replica): a mailbox, a request, a wait, a credential, a call. */
   onDoorbell(bell: Doorbell): void;
   /** The listener (re)connected: notifications sent while it was away are lost, re-read the truth. */
-  onListenerReconnected(): void;
+  onListenerReconnected?(): void;
 }
 
 /**
@@ -24,7 +24,7 @@ export interface DoorbellSubscriber {
 export class DoorbellListener implements OnModuleDestroy {
   private readonly logger = new Logger(DoorbellListener.name);
   private client: Client | undefined;
-  private subscriber: DoorbellSubscriber | undefined;
+  private readonly subscribers: DoorbellSubscriber[] = [];
   private stopped = false;
   private retryMs = RETRY_MIN_MS;
   private retryTimer: NodeJS.Timeout | undefined;
@@ -42,7 +42,7 @@ export class DoorbellListener implements OnModuleDestroy {
   }
 
   subscribe(subscriber: DoorbellSubscriber): void {
-    this.subscriber = subscriber;
+    this.subscribers.push(subscriber);
   }
 
   /** Connects and listens; resolves once listening (startup fails fast if the database is down). */
@@ -69,7 +69,7 @@ export class DoorbellListener implements OnModuleDestroy {
     client.on('end', () => this.lost(client));
     client.on('notification', (msg) => {
       const bell = msg.channel === DOORBELL_CHANNEL && msg.payload ? decodeDoorbell(msg.payload) : undefined;
-      if (bell) this.subscriber?.onDoorbell(bell);
+      if (bell) for (const s of this.subscribers) s.onDoorbell(bell);
     });
     try {
       await client.connect();
@@ -88,7 +88,7 @@ export class DoorbellListener implements OnModuleDestroy {
       this.reconnects++;
       this.metrics.listenerReconnects.inc();
       this.logger.log('doorbell listener reconnected');
-      this.subscriber?.onListenerReconnected();
+      for (const s of this.subscribers) s.onListenerReconnected?.();
     }
     this.everConnected = true;
   }

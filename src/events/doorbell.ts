@@ -11,6 +11,13 @@ export type Doorbell = (
   | { kind: 'request'; mailboxId: string; requestId: string }
   /** A persisted wait was created (every replica watches it) or resolved (its result is fixed). */
   | { kind: 'wait_created' | 'wait_resolved'; waitId: string }
+  /** A credential lost its access (revoked, expired): everything it holds open must end, everywhere. */
+  | { kind: 'credential_revoked'; tokenId: string }
+  /**
+   * A client cancelled an in-flight request (`notifications/cancelled`), which may be parked on
+   * any replica. `requestKey` identifies the JSON-RPC request id without spaces (see requestKey()).
+   */
+  | { kind: 'call_cancelled'; tokenId: string; requestKey: string }
 ) & {
   /** When the change committed (ms since the epoch, database clock), for the wake latency metric. */
   at?: number;
@@ -27,6 +34,10 @@ export function encodeDoorbell(bell: Doorbell): string {
       return `n ${bell.waitId}`;
     case 'wait_resolved':
       return `w ${bell.waitId}`;
+    case 'credential_revoked':
+      return `t ${bell.tokenId}`;
+    case 'call_cancelled':
+      return `c ${bell.tokenId} ${bell.requestKey}`;
   }
 }
 
@@ -37,11 +48,23 @@ export function encodeDoorbell(bell: Doorbell): string {
 export function decodeDoorbell(payload: string): Doorbell | undefined {
   const parts = payload.split(' ');
   const at = /^\d+$/.test(parts[parts.length - 1]) ? Number(parts.pop()) : undefined;
-  const [kind, id, requestId] = parts;
+  const [kind, id, second] = parts;
   if (!id) return undefined;
   if (kind === 'm') return { kind: 'message', mailboxId: id, at };
-  if (kind === 'r' && requestId) return { kind: 'request', mailboxId: id, requestId, at };
+  if (kind === 'r' && second) return { kind: 'request', mailboxId: id, requestId: second, at };
+  if (kind === 't') return { kind: 'credential_revoked', tokenId: id, at };
+  if (kind === 'c' && second) return { kind: 'call_cancelled', tokenId: id, requestKey: second, at };
   if (kind === 'n') return { kind: 'wait_created', waitId: id, at };
   if (kind === 'w') return { kind: 'wait_resolved', waitId: id, at };
   return undefined;
+}
+
+/**
+ * A JSON-RPC request id (string or number) as one doorbell word: the type is kept (`1` and `"1"`
+ * are different ids) and the text is base64url, so no space can split the payload. Undefined for
+ * ids too long to ring about (a client that uses them cannot cancel across replicas).
+ */
+export function requestKey(id: string | number): string | undefined {
+  const key = (typeof id === 'number' ? 'n' : 's') + Buffer.from(String(id), 'utf8').toString('base64url');
+  return key.length <= 200 ? key : undefined;
 }
