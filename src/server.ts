@@ -4,6 +4,7 @@ import { Logger } from 'pino';
 import { AppModule } from './app.module';
 import { RequestExpirySweeper } from './approvals/request-expiry.sweeper';
 import { BootstrapTokenService } from './auth/bootstrap-token.service';
+import { LapsedCredentialSweeper } from './auth/lapsed-credential.sweeper';
 import { AppConfig } from './config/app-config';
 import { MigrationRunner } from './database/migration-runner';
 import { DoorbellListener } from './events/doorbell-listener';
@@ -73,6 +74,7 @@ async function listen(app: NestExpressApplication, logger: Logger): Promise<Runn
   app.get(PersistedWaitSweeper).start();
   app.get(TaskSweeper).start();
   app.get(RequestExpirySweeper).start();
+  app.get(LapsedCredentialSweeper).start();
 
   app.useWebSocketAdapter(new WaitSocketAdapter(app));
   await app.listen(config.port, config.host);

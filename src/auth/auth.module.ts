@@ -1,18 +1,28 @@
 import { Module } from '@nestjs/common';
 import { APP_GUARD } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import { EventsModule } from '../events/events.module';
 import { MailModule } from '../mail/mail.module';
 import { BearerAuthGuard } from './bearer-auth.guard';
 import { BootstrapTokenService } from './bootstrap-token.service';
+import { CredentialRevocationHooks } from './credential-revocation';
+import { LapsedCredentialSweeper } from './lapsed-credential.sweeper';
 import { TokenEntity } from './token.entity';
 import { TokenRepository } from './token.repository';
 import { TokenService } from './token.service';
 import { TokensController } from './tokens.controller';
 
 @Module({
-  imports: [TypeOrmModule.forFeature([TokenEntity]), MailModule],
+  imports: [TypeOrmModule.forFeature([TokenEntity]), MailModule, EventsModule],
   controllers: [TokensController],
-  providers: [TokenRepository, TokenService, BootstrapTokenService, { provide: APP_GUARD, useClass: BearerAuthGuard }],
-  exports: [TokenService, BootstrapTokenService],
+  providers: [
+    TokenRepository,
+    TokenService,
+    BootstrapTokenService,
+    CredentialRevocationHooks,
+    LapsedCredentialSweeper,
+    { provide: APP_GUARD, useClass: BearerAuthGuard },
+  ],
+  exports: [TokenService, BootstrapTokenService, CredentialRevocationHooks, LapsedCredentialSweeper],
 })
 export class AuthModule {}

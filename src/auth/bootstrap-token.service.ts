@@ -2,6 +2,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { AppConfig } from '../config/app-config';
+import { OPERATOR } from './caller';
 import { SCOPES } from './scopes';
 import { TokenRepository } from './token.repository';
 import { TokenService } from './token.service';
@@ -30,6 +31,7 @@ export class BootstrapTokenService {
       await manager.query('SELECT pg_advisory_xact_lock($1)', [BOOTSTRAP_LOCK_KEY]);
       if (!(await this.tokens.isEmpty(manager))) return null;
       return this.tokenService.create(
+        OPERATOR,
         {
           name: 'bootstrap admin',
           scopes: [...SCOPES],

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
-import { EntityManager, IsNull, Repository } from 'typeorm';
+import { ArrayContainedBy, EntityManager, FindOptionsWhere, IsNull, Repository } from 'typeorm';
+import { MailboxAccess } from './caller';
 import { TokenEntity } from './token.entity';
 
 @Injectable()
@@ -21,13 +22,16 @@ export class TokenRepository {
     return this.tokens.findOneBy({ id });
   }
 
-  list(): Promise<TokenEntity[]> {
-    return this.tokens.find({ order: { createdAt: 'ASC', id: 'ASC' } });
+  /** Tokens bound only to mailboxes within `access` (every token when it covers all mailboxes). */
+  list(access: MailboxAccess): Promise<TokenEntity[]> {
+    const where: FindOptionsWhere<TokenEntity> = access.all ? {} : { mailboxes: ArrayContainedBy([...access.ids]) };
+    return this.tokens.find({ where, order: { createdAt: 'ASC', id: 'ASC' } });
   }
 
-  /** Sets `revoked_at` once; revoking again keeps the first time. */
-  async revoke(id: string): Promise<void> {
-    await this.tokens.update({ id, revokedAt: IsNull() }, { revokedAt: () => 'now()' });
+  /** Sets `revoked_at` once (revoking again keeps the first time); true when it was set now. */
+  async revoke(manager: EntityManager, id: string): Promise<boolean> {
+    const result = await manager.update(TokenEntity, { id, revokedAt: IsNull() }, { revokedAt: () => 'now()' });
+    return (result.affected ?? 0) > 0;
   }
 
   async isEmpty(manager: EntityManager): Promise<boolean> {

@@ -1,9 +1,12 @@
 import { Injectable } from '@nestjs/common';
-import { EntityManager } from 'typeorm';
-import { invalidRequest, notFound } from '../common/errors';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource, EntityManager } from 'typeorm';
+import { AlcartaError, invalidRequest, notFound } from '../common/errors';
 import { newId } from '../common/ids';
+import { EventLog } from '../events/event-log';
 import { MailboxService } from '../mail/mailbox.service';
 import { Caller } from './caller';
+import { CredentialRevocationHooks, hasLapsed } from './credential-revocation';
 import { isScope, Scope } from './scopes';
 import { generateSecret, hashSecret, SECRET_SHAPE } from './token-secret';
 import { TokenRepository } from './token.repository';
@@ -19,15 +22,23 @@ export interface NewToken {
   secret?: string;
 }
 
+/**
+ * Tokens, administered by `admin` callers within their own mailboxes (SPEC 8a): an admin bound to
+ * some mailboxes sees, creates and revokes only tokens bound within them; only one bound to `*`
+ * reaches every token.
+ */
 @Injectable()
 export class TokenService {
   constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
     private readonly tokens: TokenRepository,
     private readonly mailboxes: MailboxService,
+    private readonly revocationHooks: CredentialRevocationHooks,
+    private readonly eventLog: EventLog,
   ) {}
 
   /** Creates a token and returns its secret: the only moment the secret exists outside its holder. */
-  async create(input: NewToken, manager?: EntityManager) {
+  async create(actor: Caller, input: NewToken, manager?: EntityManager) {
     const scopes = [...new Set(input.scopes)];
     const unknownScopes = scopes.filter((s) => !isScope(s));
     if (scopes.length === 0 || unknownScopes.length > 0) {
@@ -41,6 +52,8 @@ export class TokenService {
         field: 'mailboxes',
       });
     }
+    // Before the existence check, so that a bound admin cannot probe for other tenants' mailboxes.
+    if (!actor.reaches(mailboxes)) throw outOfReach(actor, mailboxes);
     const unknownMailboxes = mailboxes.includes('*') ? [] : await this.mailboxes.unknownIds(mailboxes);
     if (unknownMailboxes.length > 0) {
       throw invalidRequest('unknown_mailbox', `No such mailboxes: ${unknownMailboxes.join(', ')}.`, {
@@ -68,20 +81,49 @@ export class TokenService {
     return createdTokenView(token, secret);
   }
 
-  async list() {
-    return { tokens: (await this.tokens.list()).map(tokenView) };
+  /** The tokens within the actor's reach. */
+  async list(actor: Caller) {
+    return { tokens: (await this.tokens.list(actor.mailboxAccess)).map(tokenView) };
   }
 
-  async revoke(tokenId: string): Promise<void> {
-    if (!(await this.tokens.findById(tokenId))) throw notFound('token', tokenId);
-    await this.tokens.revoke(tokenId);
+  /**
+   * Revokes a token within the actor's reach (others answer not_found, like unknown ones). In the
+   * same transaction everything the token holds ends (see CredentialRevocationHooks) and the
+   * `credential_revoked` doorbell tells every replica to end the token's parked waits and sockets.
+   */
+  async revoke(actor: Caller, tokenId: string): Promise<void> {
+    const token = await this.tokens.findById(tokenId);
+    if (!token || !actor.reaches(token.mailboxes)) throw notFound('token', tokenId);
+    await this.dataSource.transaction(async (manager) => {
+      if (!(await this.tokens.revoke(manager, tokenId))) return;
+      await this.revocationHooks.revoke(manager, tokenId, 'token_revoked');
+      await this.eventLog.ringDoorbell(manager, { kind: 'credential_revoked', tokenId });
+    });
   }
 
   /** The caller behind a bearer secret, or null when the secret is unknown, revoked or expired. */
   async authenticate(secret: string): Promise<Caller | null> {
     if (!SECRET_SHAPE.test(secret)) return null;
     const token = await this.tokens.findByHash(hashSecret(secret));
-    if (!token || token.revokedAt || (token.expiresAt && token.expiresAt.getTime() <= Date.now())) return null;
-    return new Caller(token.id, new Set<Scope>(token.scopes.filter(isScope)), token.mailboxes);
+    if (!token || hasLapsed(token)) return null;
+    return new Caller(token.id, new Set<Scope>(token.scopes.filter(isScope)), token.mailboxes, token.expiresAt);
   }
+}
+
+function outOfReach(actor: Caller, mailboxes: readonly string[]): AlcartaError {
+  if (mailboxes.includes('*')) {
+    return new AlcartaError(
+      'forbidden',
+      'mailbox_out_of_reach',
+      'Only an admin token bound to "*" can create tokens for every mailbox.',
+      { field: 'mailboxes' },
+    );
+  }
+  const outside = mailboxes.filter((id) => !actor.canSeeMailbox(id));
+  return new AlcartaError(
+    'forbidden',
+    'mailbox_out_of_reach',
+    `This admin token is not bound to: ${outside.join(', ')}; it can create tokens only for its own mailboxes.`,
+    { field: 'mailboxes', mailbox_ids: outside },
+  );
 }

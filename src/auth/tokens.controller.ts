@@ -1,5 +1,6 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post } from '@nestjs/common';
-import { RequireScopes } from './auth.decorators';
+import { CurrentCaller, RequireScopes } from './auth.decorators';
+import { Caller } from './caller';
 import { CreateTokenDto } from './dto/create-token.dto';
 import { TokenService } from './token.service';
 
@@ -9,8 +10,8 @@ export class TokensController {
   constructor(private readonly tokens: TokenService) {}
 
   @Post()
-  create(@Body() body: CreateTokenDto) {
-    return this.tokens.create({
+  create(@CurrentCaller() caller: Caller, @Body() body: CreateTokenDto) {
+    return this.tokens.create(caller, {
       name: body.name,
       scopes: body.scopes,
       mailboxes: body.mailboxes,
@@ -19,13 +20,13 @@ export class TokensController {
   }
 
   @Get()
-  list() {
-    return this.tokens.list();
+  list(@CurrentCaller() caller: Caller) {
+    return this.tokens.list(caller);
   }
 
   @Delete(':token_id')
   @HttpCode(204)
-  async revoke(@Param('token_id') tokenId: string): Promise<void> {
-    await this.tokens.revoke(tokenId);
+  async revoke(@CurrentCaller() caller: Caller, @Param('token_id') tokenId: string): Promise<void> {
+    await this.tokens.revoke(caller, tokenId);
   }
 }

@@ -3,11 +3,16 @@ import { Logger } from 'pino';
 import { AuthModule } from '../auth/auth.module';
 import { AlcartaConfigModule, ConfigOptions } from '../config/config.module';
 import { DatabaseModule } from '../database/database.module';
+import { LifecycleModule } from '../lifecycle/lifecycle.module';
 import { LoggingModule } from '../logging/logging.module';
 import { MailModule } from '../mail/mail.module';
 import { MetricsCoreModule } from '../metrics/metrics-core.module';
+import { TasksModule } from '../tasks/tasks.module';
 
-/** What the administrative CLI needs: the database, tokens and mailboxes; no HTTP, no jobs. */
+/**
+ * What the administrative CLI needs: the database, tokens and mailboxes; no HTTP, no jobs. Waits
+ * and tasks are here for their revocation hooks: `tokens revoke` ends them as the REST API does.
+ */
 @Module({})
 export class CliModule {
   static register(options: ConfigOptions, logger: Logger): DynamicModule {
@@ -18,8 +23,10 @@ export class CliModule {
         LoggingModule.forRoot(logger),
         MetricsCoreModule,
         DatabaseModule.forRoot(),
+        LifecycleModule,
         MailModule,
         AuthModule,
+        TasksModule,
       ],
     };
   }

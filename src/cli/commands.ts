@@ -4,7 +4,7 @@ import { AlcartaError } from '../common/errors';
 import { TokenService } from '../auth/token.service';
 import { MigrationRunner } from '../database/migration-runner';
 import { MailboxService } from '../mail/mailbox.service';
-import { Caller } from '../auth/caller';
+import { OPERATOR } from '../auth/caller';
 
 export const USAGE = `Usage: npm run cli -- <command> [options]      (or: node dist/cli.js <command>)
 
@@ -20,9 +20,6 @@ Options: --json  print JSON instead of text
 Scopes: mail:read mail:send approvals:read approvals:decide mail:ingest admin`;
 
 export class UsageError extends Error {}
-
-/** Every mailbox: the CLI acts as the operator of the installation. */
-const OPERATOR = new Caller('cli', new Set(['admin']), ['*']);
 
 export interface CommandOutput {
   json: unknown;
@@ -51,7 +48,7 @@ export async function runCommand(app: INestApplicationContext, argv: string[]): 
       const expiresAt = values['expires-at'] ? new Date(values['expires-at']) : null;
       if (expiresAt && Number.isNaN(expiresAt.getTime()))
         throw new UsageError('--expires-at must be an ISO 8601 date-time');
-      const token = await app.get(TokenService).create({
+      const token = await app.get(TokenService).create(OPERATOR, {
         name: required(values.name, '--name'),
         scopes: list(required(values.scopes, '--scopes')),
         mailboxes: list(required(values.mailboxes, '--mailboxes')),
@@ -70,7 +67,7 @@ export async function runCommand(app: INestApplicationContext, argv: string[]): 
       };
     }
     case 'tokens list': {
-      const result = await app.get(TokenService).list();
+      const result = await app.get(TokenService).list(OPERATOR);
       return {
         json: result,
         text: result.tokens
@@ -85,11 +82,13 @@ export async function runCommand(app: INestApplicationContext, argv: string[]): 
     case 'tokens revoke': {
       const tokenId = positionals[0];
       if (!tokenId) throw new UsageError('tokens revoke needs a token id');
-      await app.get(TokenService).revoke(tokenId);
+      await app.get(TokenService).revoke(OPERATOR, tokenId);
       return { json: { token_id: tokenId, revoked: true }, text: `revoked ${tokenId}` };
     }
     case 'mailboxes create': {
-      const mailbox = await app.get(MailboxService).create(required(values.address, '--address'), values.name ?? null);
+      const mailbox = await app
+        .get(MailboxService)
+        .create(OPERATOR, required(values.address, '--address'), values.name ?? null);
       return {
         json: mailbox,
         text: `${mailbox.mailbox_id}  ${mailbox.address}${mailbox.name ? `  ${mailbox.name}` : ''}`,

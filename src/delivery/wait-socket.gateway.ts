@@ -1,14 +1,16 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { OnGatewayConnection, WebSocketGateway } from '@nestjs/websockets';
 import { WebSocket } from 'ws';
+import { AlcartaError } from '../common/errors';
 import { AppConfig } from '../config/app-config';
 import { DrainState } from '../lifecycle/drain-state';
 import { WaitEngine } from '../waits/wait-engine';
 import { WAIT_SOCKET_PATH, WaitService } from '../waits/wait.service';
 import { TicketedRequest } from './wait-socket.adapter';
 
-/** Close codes of RFC 6455: done, and "service restart" (reconnect elsewhere). */
+/** Close codes of RFC 6455: done, "policy violation" (the token lost its access), "service restart". */
 const NORMAL_CLOSURE = 1000;
+const POLICY_VIOLATION = 1008;
 const SERVICE_RESTART = 1012;
 const INTERNAL_ERROR = 1011;
 /** If no replica fixed the result by the wait's end (database trouble), the socket gives up this much later. */
@@ -21,6 +23,8 @@ const CLOSE_GRACE_MS = 1_000;
  * `{"type":"result", …}` — the wait's fixed result, the same `email_await {wait_id}` returns — and
  * close 1000. Pings keep proxies from timing out an idle socket. On shutdown the socket gets a
  * result with `shutdown: true` and close 1012; the wait itself lives on for the other replicas.
+ * When the wait's token is revoked or expires, the socket gets `{"type":"error","error":
+ * "unauthorized","reason":…}` instead of a result, and close 1008.
  */
 @WebSocketGateway({ path: WAIT_SOCKET_PATH })
 @Injectable()
@@ -39,6 +43,7 @@ export class WaitSocketGateway implements OnGatewayConnection<WebSocket> {
 
   async handleConnection(socket: WebSocket, req: TicketedRequest): Promise<void> {
     const wait = req.wait!;
+    const token = wait.token!;
     this.open.add(socket);
     const abort = new AbortController();
     const ping = setInterval(() => socket.ping(), this.config.keepaliveMs);
@@ -51,6 +56,7 @@ export class WaitSocketGateway implements OnGatewayConnection<WebSocket> {
     try {
       const pending = await this.waits.pendingResult(wait);
       const result = await this.engine.awaitResult(wait, {
+        credential: { tokenId: token.id, expiresAt: token.expiresAt },
         delivery: 'websocket',
         timeoutMs: Math.max(0, wait.expiresAt.getTime() - Date.now()) + RESULT_GRACE_MS,
         signal: abort.signal,
@@ -61,6 +67,12 @@ export class WaitSocketGateway implements OnGatewayConnection<WebSocket> {
       socket.send(JSON.stringify({ type: 'result', ...result }));
       socket.close(result.shutdown ? SERVICE_RESTART : NORMAL_CLOSURE);
     } catch (err) {
+      if (err instanceof AlcartaError && err.code === 'unauthorized') {
+        if (socket.readyState !== WebSocket.OPEN) return;
+        socket.send(JSON.stringify({ type: 'error', ...err.toBody() }));
+        socket.close(POLICY_VIOLATION, err.reason);
+        return;
+      }
       this.logger.error(err instanceof Error ? err : String(err));
       if (socket.readyState === WebSocket.OPEN) socket.close(INTERNAL_ERROR, 'poll email_await with the wait_id');
     }

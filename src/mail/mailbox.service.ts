@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { Caller } from '../auth/caller';
-import { notFound } from '../common/errors';
+import { AlcartaError, notFound } from '../common/errors';
 import { newId } from '../common/ids';
 import { MailboxEntity } from './mailbox.entity';
 import { MailboxRepository } from './mailbox.repository';
@@ -10,8 +10,18 @@ import { mailboxView } from './message.views';
 export class MailboxService {
   constructor(private readonly mailboxes: MailboxRepository) {}
 
-  /** Addresses are stored lower-case so that one address cannot become two mailboxes. */
-  async create(address: string, name: string | null) {
+  /**
+   * Only an admin bound to `*` creates mailboxes (SPEC 8a): one bound to some mailboxes administers
+   * just those. Addresses are stored lower-case so that one address cannot become two mailboxes.
+   */
+  async create(actor: Caller, address: string, name: string | null) {
+    if (!actor.mailboxAccess.all) {
+      throw new AlcartaError(
+        'forbidden',
+        'mailbox_out_of_reach',
+        'Only an admin token bound to "*" can create mailboxes; this one administers just its own.',
+      );
+    }
     const mailbox = await this.mailboxes.insert({ id: newId('mbx'), address: address.trim().toLowerCase(), name });
     return mailboxView(mailbox);
   }

@@ -10,8 +10,8 @@ export class MailboxesController {
   constructor(private readonly mailboxes: MailboxService) {}
 
   @Post()
-  create(@Body() body: CreateMailboxDto) {
-    return this.mailboxes.create(body.address, body.name ?? null);
+  create(@CurrentCaller() caller: Caller, @Body() body: CreateMailboxDto) {
+    return this.mailboxes.create(caller, body.address, body.name ?? null);
   }
 
   @Get()

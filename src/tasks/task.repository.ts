@@ -2,7 +2,9 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { QueryDeepPartialEntity } from 'typeorm/query-builder/QueryPartialEntity';
+import { LAPSE_REASON_SQL, TOKEN_LAPSED_SQL } from '../auth/credential-revocation';
 import { PersistedWaitRepository } from '../waits/persisted-wait.repository';
+import { WaitResult } from '../waits/wait-spec';
 import { TaskEntity } from './task.entity';
 
 export interface TaskPosition {
@@ -63,6 +65,51 @@ export class TaskRepository {
       if (task.waitId) await this.waits.stop(manager, task.waitId);
       return { task: await manager.findOneByOrFail(TaskEntity, { id }), cancelled: true };
     });
+  }
+
+  /**
+   * Completes the working task a wait serves, in the transaction that fixed the wait's result, with
+   * the result as its CallToolResult (structured content plus the same JSON as text).
+   */
+  async completeForWait(manager: EntityManager, waitId: string, result: WaitResult): Promise<void> {
+    await manager.query(
+      `UPDATE tasks
+          SET status = 'completed', last_updated_at = now(),
+              result = jsonb_build_object(
+                'content', jsonb_build_array(jsonb_build_object('type', 'text', 'text', $2::text)),
+                'structuredContent', $2::jsonb)
+        WHERE wait_id = $1 AND status = 'working'`,
+      [waitId, JSON.stringify(result)],
+    );
+  }
+
+  /** Cancels the token's unfinished tasks (their waits are ended by the waits module). */
+  async cancelForToken(manager: EntityManager, tokenId: string, message: string): Promise<void> {
+    await manager.query(
+      `UPDATE tasks SET status = 'cancelled', status_message = $2, last_updated_at = now()
+        WHERE token_id = $1 AND status IN ('working', 'input_required')`,
+      [tokenId, message],
+    );
+  }
+
+  /**
+   * Cancels, in one statement, the unfinished tasks of every revoked or expired token, with the
+   * message `messages` gives for the reason; returns those tokens.
+   */
+  async cancelForLapsedTokens(
+    manager: EntityManager,
+    messages: { token_revoked: string; token_expired: string },
+  ): Promise<string[]> {
+    const [rows] = await manager.query<[Array<{ token_id: string }>, number]>(
+      `UPDATE tasks k
+          SET status = 'cancelled', last_updated_at = now(),
+              status_message = CASE ${LAPSE_REASON_SQL} WHEN 'token_revoked' THEN $1 ELSE $2 END
+         FROM tokens t
+        WHERE t.id = k.token_id AND k.status IN ('working', 'input_required') AND ${TOKEN_LAPSED_SQL}
+        RETURNING k.token_id`,
+      [messages.token_revoked, messages.token_expired],
+    );
+    return [...new Set(rows.map((r) => r.token_id))];
   }
 
   /** Deletes tasks past their ttl, and stops and deletes their waits; returns how many tasks. */

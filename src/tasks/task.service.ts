@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { Caller } from '../auth/caller';
+import { AccessEndReason, CredentialRevocationHooks } from '../auth/credential-revocation';
 import { AlcartaError, conflict, invalidRequest } from '../common/errors';
 import { newId } from '../common/ids';
 import { AppConfig } from '../config/app-config';
@@ -20,6 +21,12 @@ export interface TaskView {
   pollInterval: number;
 }
 
+/** The status message of a task cancelled because its token lost its access. */
+const ACCESS_ENDED_MESSAGES: Record<AccessEndReason, string> = {
+  token_revoked: 'The task was cancelled: its token was revoked.',
+  token_expired: 'The task was cancelled: its token expired.',
+};
+
 /** A task's extra life after its wait's deadline, by default: time to fetch the result. */
 const DEFAULT_TTL_AFTER_WAIT_MS = 3600_000;
 const PAGE_SIZE = 20;
@@ -28,10 +35,11 @@ const RESULT_CHECK_MS = 600_000;
 const CURSOR_PREFIX = 'tc1.';
 
 /**
- * MCP Tasks over persisted waits. The wait does the work on whichever replica sees the outcome and
- * completes the task in the same transaction (see PersistedWaitRepository.resolve), so a task
- * survives the loss of the replica that created it. Every operation is scoped to the token that
- * created the task: other tokens get "not found".
+ * MCP Tasks over persisted waits. The wait does the work on whichever replica sees the outcome, and
+ * the task completes in the transaction that fixes the wait's result (a resolution hook), so a
+ * task survives the loss of the replica that created it. A task whose token is revoked or expires
+ * is cancelled (a revocation hook). Every operation is scoped to the token that created the task:
+ * other tokens get "not found".
  */
 @Injectable()
 export class TaskService {
@@ -41,7 +49,14 @@ export class TaskService {
     private readonly persisted: PersistedWaitRepository,
     private readonly engine: WaitEngine,
     private readonly config: AppConfig,
-  ) {}
+    revocationHooks: CredentialRevocationHooks,
+  ) {
+    persisted.onResolved((manager, waitId, result) => this.tasks.completeForWait(manager, waitId, result));
+    revocationHooks.register({
+      revoke: (manager, tokenId, reason) => this.tasks.cancelForToken(manager, tokenId, ACCESS_ENDED_MESSAGES[reason]),
+      revokeLapsed: (manager) => this.tasks.cancelForLapsedTokens(manager, ACCESS_ENDED_MESSAGES),
+    });
+  }
 
   /** Starts a task for a wait; a bad argument throws the same AlcartaError the plain call would. */
   async start(caller: Caller, args: AwaitArguments, requestedTtlMs: number | undefined): Promise<TaskView> {
@@ -131,6 +146,7 @@ export class TaskService {
         continue;
       }
       const outcome = await this.engine.awaitResult(wait, {
+        credential: caller,
         delivery: 'poll',
         timeoutMs: RESULT_CHECK_MS,
         signal,

@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { AuthModule } from '../auth/auth.module';
 import { WaitsModule } from '../waits/waits.module';
 import { TaskRepository } from './task.repository';
 import { TaskService } from './task.service';
@@ -6,7 +7,7 @@ import { TaskSweeper } from './task.sweeper';
 
 /** MCP Tasks (revision 2025-11-25), durable in PostgreSQL and driven by the wait engine. */
 @Module({
-  imports: [WaitsModule],
+  imports: [WaitsModule, AuthModule],
   providers: [TaskRepository, TaskService, TaskSweeper],
   exports: [TaskService, TaskSweeper],
 })

@@ -1,7 +1,7 @@
 import { Check, Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryColumn } from 'typeorm';
 import { TokenEntity } from '../auth/token.entity';
 import { RequestState } from '../approvals/approval-request.entity';
-import { WaitResult } from './wait-spec';
+import { AccessEnded, WaitResult } from './wait-spec';
 
 /** What a persisted wait watches, as stored (the JSON form of a WaitSpec without its caller). */
 export type StoredWaitSpec =
@@ -11,8 +11,9 @@ export type StoredWaitSpec =
 @Entity({ name: 'waits' })
 @Check('waits_kind_check', `kind IN ('message', 'request')`)
 @Check('waits_status_check', `status IN ('pending', 'resolved')`)
-/** Partial indexes (pending by deadline, resolved by age), owned by the migration. */
+/** Partial indexes (pending by deadline and by token, resolved by age), owned by the migrations. */
 @Index('waits_pending', { synchronize: false })
+@Index('waits_pending_token', { synchronize: false })
 @Index('waits_resolved', { synchronize: false })
 export class PersistedWaitEntity {
   @PrimaryColumn({ type: 'text' })
@@ -35,9 +36,9 @@ export class PersistedWaitEntity {
   @Column({ type: 'text' })
   status: 'pending' | 'resolved';
 
-  /** Fixed once, by whichever replica resolved the wait first. */
+  /** Fixed once, by whichever replica resolved the wait first (or by the token losing its access). */
   @Column({ type: 'jsonb', nullable: true })
-  result: WaitResult | null;
+  result: WaitResult | AccessEnded | null;
 
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;

@@ -1,18 +1,27 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager, In, LessThan } from 'typeorm';
+import { AccessEndReason, hasLapsed, LAPSE_REASON_SQL, TOKEN_LAPSED_SQL } from '../auth/credential-revocation';
 import { TokenEntity } from '../auth/token.entity';
 import { EventLog } from '../events/event-log';
 import { PersistedWaitEntity } from './persisted-wait.entity';
-import { WaitResult } from './wait-spec';
+import { AccessEnded, WaitResult } from './wait-spec';
 
 export type TicketRefusal = 'ticket_invalid' | 'ticket_consumed' | 'ticket_expired';
+
+/**
+ * Runs in the transaction that fixes a wait's result, for whoever keeps something that depends on
+ * it (a task completes with it). Registered by that module, so waits never write its tables.
+ */
+export type WaitResolutionHook = (manager: EntityManager, waitId: string, result: WaitResult) => Promise<void>;
 
 /** The result recorded for a wait stopped before its outcome; nobody is ever shown it. */
 const STOPPED: WaitResult = { matched: false, timed_out: false, shutdown: false, events: [] };
 
 @Injectable()
 export class PersistedWaitRepository {
+  private readonly resolutionHooks: WaitResolutionHook[] = [];
+
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
     private readonly eventLog: EventLog,
@@ -34,33 +43,53 @@ export class PersistedWaitRepository {
     });
   }
 
+  onResolved(hook: WaitResolutionHook): void {
+    this.resolutionHooks.push(hook);
+  }
+
   /**
    * Fixes the result of a pending wait; false when another replica was first (its result stands).
-   * A task the wait serves is completed in the same transaction, with the result as its
-   * CallToolResult (structured content plus the same JSON as text). The doorbell wakes whoever
-   * waits for this result, on every replica.
+   * The resolution hooks run in the same transaction (a task the wait serves completes with it).
+   * The doorbell wakes whoever waits for this result, on every replica.
    */
   async resolve(id: string, result: WaitResult): Promise<boolean> {
     return this.dataSource.transaction(async (manager) => {
-      const json = JSON.stringify(result);
       const [rows] = await manager.query<[unknown[], number]>(
         `UPDATE waits SET status = 'resolved', result = $2, resolved_at = now()
           WHERE id = $1 AND status = 'pending' RETURNING id`,
-        [id, json],
+        [id, JSON.stringify(result)],
       );
       if (rows.length === 0) return false;
-      await manager.query(
-        `UPDATE tasks
-            SET status = 'completed', last_updated_at = now(),
-                result = jsonb_build_object(
-                  'content', jsonb_build_array(jsonb_build_object('type', 'text', 'text', $2::text)),
-                  'structuredContent', $2::jsonb)
-          WHERE wait_id = $1 AND status = 'working'`,
-        [id, json],
-      );
+      for (const hook of this.resolutionHooks) await hook(manager, id, result);
       await this.eventLog.ringDoorbell(manager, { kind: 'wait_resolved', waitId: id });
       return true;
     });
+  }
+
+  /**
+   * Ends the token's pending waits without a result (it lost its access). No doorbell per wait:
+   * the `credential_revoked` doorbell of the same transaction ends everything of the token.
+   */
+  async endForToken(manager: EntityManager, tokenId: string, reason: AccessEndReason): Promise<void> {
+    const ended: AccessEnded = { error: 'unauthorized', reason };
+    await manager.query(
+      `UPDATE waits SET status = 'resolved', result = $2, resolved_at = now()
+        WHERE token_id = $1 AND status = 'pending'`,
+      [tokenId, JSON.stringify(ended)],
+    );
+  }
+
+  /** Ends, in one statement, the pending waits of every revoked or expired token; returns those tokens. */
+  async endForLapsedTokens(manager: EntityManager): Promise<string[]> {
+    const [rows] = await manager.query<[Array<{ token_id: string }>, number]>(
+      `UPDATE waits w
+          SET status = 'resolved', resolved_at = now(),
+              result = jsonb_build_object('error', 'unauthorized', 'reason', ${LAPSE_REASON_SQL})
+         FROM tokens t
+        WHERE t.id = w.token_id AND w.status = 'pending' AND ${TOKEN_LAPSED_SQL}
+        RETURNING w.token_id`,
+    );
+    return [...new Set(rows.map((r) => r.token_id))];
   }
 
   /** Ends a pending wait nobody needs any more (its task was cancelled): every replica stops watching. */
@@ -87,13 +116,17 @@ export class PersistedWaitRepository {
     return this.dataSource.getRepository(PersistedWaitEntity).findOneBy({ id, tokenId });
   }
 
-  /** Pending waits (all, or the listed ones) with the token they act for. */
+  /**
+   * Pending waits (all, or the listed ones) with the token they act for; never those of a revoked
+   * or expired token, which nobody may watch any more.
+   */
   async pending(ids?: readonly string[]): Promise<Array<{ wait: PersistedWaitEntity; token: TokenEntity }>> {
     const query = this.dataSource
       .getRepository(PersistedWaitEntity)
       .createQueryBuilder('w')
       .innerJoinAndSelect('w.token', 't')
-      .where(`w.status = 'pending'`);
+      .where(`w.status = 'pending'`)
+      .andWhere(`NOT ${TOKEN_LAPSED_SQL}`);
     if (ids) query.andWhere('w.id = ANY(:ids)', { ids });
     const rows = await query.getMany();
     return rows.map((wait) => ({ wait, token: wait.token! }));
@@ -101,18 +134,22 @@ export class PersistedWaitRepository {
 
   /**
    * Consumes a websocket ticket: one conditional UPDATE, so exactly one of any number of racing
-   * connections (on any replica) wins; PostgreSQL's row lock decides.
+   * connections (on any replica) wins; PostgreSQL's row lock decides. The ticket of a revoked or
+   * expired token is invalid, and stays unused. The wait comes with its token.
    */
   async consumeTicket(ticketHash: string): Promise<PersistedWaitEntity | TicketRefusal> {
     const [rows] = await this.dataSource.query<[Array<{ id: string }>, number]>(
-      `UPDATE waits SET ticket_consumed_at = now()
-        WHERE ticket_hash = $1 AND ticket_consumed_at IS NULL AND connect_deadline > now()
-        RETURNING id`,
+      `UPDATE waits w SET ticket_consumed_at = now()
+         FROM tokens t
+        WHERE w.ticket_hash = $1 AND w.ticket_consumed_at IS NULL AND w.connect_deadline > now()
+          AND t.id = w.token_id AND NOT ${TOKEN_LAPSED_SQL}
+        RETURNING w.id`,
       [ticketHash],
     );
-    if (rows.length === 1) return (await this.find(rows[0].id))!;
-    const wait = await this.dataSource.getRepository(PersistedWaitEntity).findOneBy({ ticketHash });
-    if (!wait) return 'ticket_invalid';
+    const repository = this.dataSource.getRepository(PersistedWaitEntity);
+    if (rows.length === 1) return repository.findOneOrFail({ where: { id: rows[0].id }, relations: { token: true } });
+    const wait = await repository.findOne({ where: { ticketHash }, relations: { token: true } });
+    if (!wait || hasLapsed(wait.token!)) return 'ticket_invalid';
     return wait.ticketConsumedAt ? 'ticket_consumed' : 'ticket_expired';
   }
 

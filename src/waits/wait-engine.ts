@@ -6,17 +6,28 @@ import { DoorbellListener, DoorbellSubscriber } from '../events/doorbell-listene
 import { DrainState } from '../lifecycle/drain-state';
 import { Metrics } from '../metrics/metrics';
 import { MessageCursor } from '../mail/message-cursor';
-import { Caller } from '../auth/caller';
+import { Caller, Credential } from '../auth/caller';
+import { AccessEndReason } from '../auth/credential-revocation';
 import { isScope, Scope } from '../auth/scopes';
 import { TokenEntity } from '../auth/token.entity';
 import { PersistedWaitEntity } from './persisted-wait.entity';
 import { PersistedWaitRepository } from './persisted-wait.repository';
 import { MailboxHead, WaitRepository } from './wait.repository';
-import { fromStoredSpec, MessageWaitSpec, RequestWaitSpec, WaitDelivery, WaitResult, WaitSpec } from './wait-spec';
+import {
+  accessEndedError,
+  fromStoredSpec,
+  MessageWaitSpec,
+  RequestWaitSpec,
+  WaitDelivery,
+  WaitResult,
+  WaitSpec,
+} from './wait-spec';
 import { MessageRow, MessageWaiter, RequestWaiter, ResultWaiter, Waiter } from './waiters';
 import { WaiterRegistry } from './waiter-registry';
 
 export interface ResultWaitOptions {
+  /** The token of the persisted wait, whose revocation or expiry ends this wait for its result. */
+  credential: Credential;
   delivery: WaitDelivery;
   timeoutMs: number;
   signal?: AbortSignal;
@@ -27,6 +38,11 @@ export interface ResultWaitOptions {
 
 /** Rows fetched per query when feeding message waits. */
 const PAGE = 500;
+/**
+ * How long a revocation is remembered: a wait authenticated just before it but parked just after
+ * its doorbell still ends at once. Later than this the safety re-check finds the token revoked.
+ */
+const REMEMBER_REVOKED_MS = 300_000;
 
 /**
  * The one wait mechanism of a replica. A wait is checked against the database when it starts; if
@@ -37,6 +53,10 @@ const PAGE = 500;
  *  - the doorbell listener reconnected (notifications may have been lost), or the periodic safety
  *    re-check (one statement for all parked waits of the process) sees a position or state that a
  *    lost doorbell should have announced.
+ *
+ * A wait ends early, without a result, when its token loses its access: at once on every replica
+ * when the `credential_revoked` doorbell rings, at `expires_at` by its own timer (only armed when
+ * the token expires before the wait's deadline), and otherwise at the next safety re-check.
  *
  * Persisted waits (websocket delivery, `wait_id`, tasks) are watched the same way by every replica,
  * so they survive the loss of the replica that created them; the first replica to see the outcome
@@ -49,6 +69,8 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
   private readonly cursorKeys = new Map<string, number>();
   /** Per-key single-flight: a doorbell during a running check marks it to run once more. */
   private readonly checks = new Map<string, { again: boolean; at: number | undefined }>();
+  /** Tokens revoked lately (token id → when the doorbell rang), see REMEMBER_REVOKED_MS. */
+  private readonly revoked = new Map<string, number>();
   private safetyTimer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -81,7 +103,8 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
 
   /**
    * Runs one wait to its end: a match, the deadline, the caller going away (`signal`), or the
-   * replica draining. Throws not_found for requests the caller cannot see.
+   * replica draining. Throws not_found for requests the caller cannot see, and `unauthorized` when
+   * the token is revoked or expires meanwhile.
    */
   async wait(spec: WaitSpec, signal?: AbortSignal): Promise<WaitResult> {
     const waiter = spec.kind === 'message' ? await this.messageWaiter(spec) : await this.requestWaiter(spec);
@@ -91,7 +114,14 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
 
   /** Waits for the fixed result of a persisted wait (a `wait_id` poll, an open websocket). */
   awaitResult(wait: PersistedWaitEntity, options: ResultWaitOptions): Promise<WaitResult> {
-    const waiter = new ResultWaiter(wait.id, wait.kind, options.delivery, options.timedOut, options.shutdown);
+    const waiter = new ResultWaiter(
+      wait.id,
+      wait.kind,
+      options.credential,
+      options.delivery,
+      options.timedOut,
+      options.shutdown,
+    );
     return this.park(waiter, options.timeoutMs, options.signal, async () =>
       waiter.evaluate(await this.persisted.find(wait.id)),
     );
@@ -100,7 +130,8 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
   /**
    * Parks a waiter until it settles or `timeoutMs` passes. It is filed before `check` runs: a
    * commit after the check's snapshot rings a doorbell that finds it, a commit before is seen by
-   * the check. `timeoutMs` 0 checks once.
+   * the check; likewise a revocation. `timeoutMs` 0 checks once. A token that expires before the
+   * deadline arms the timer for its expiry instead.
    */
   private async park(
     waiter: MessageWaiter | RequestWaiter | ResultWaiter,
@@ -113,10 +144,20 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
     const release = () => waiter.finish(waiter.timedOut());
     signal?.addEventListener('abort', release, { once: true });
     try {
-      await check();
+      const lapsed = this.lapsed(waiter.credential);
+      if (lapsed) waiter.endAccess(lapsed);
+      else await check();
       if (timeoutMs === 0) release();
-      else if (!waiter.settled) waiter.timer = setTimeout(release, timeoutMs);
-      return await waiter.result;
+      else if (!waiter.settled) {
+        const expiresInMs = msUntil(waiter.credential.expiresAt);
+        waiter.timer =
+          expiresInMs < timeoutMs
+            ? setTimeout(() => waiter.endAccess('token_expired'), expiresInMs)
+            : setTimeout(release, timeoutMs);
+      }
+      const result = await waiter.result;
+      if (waiter.accessEnded) throw accessEndedError(waiter.accessEnded);
+      return result;
     } finally {
       signal?.removeEventListener('abort', release);
       waiter.finish(waiter.timedOut());
@@ -146,7 +187,7 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
    */
   private async watch(wait: PersistedWaitEntity, token: TokenEntity): Promise<void> {
     if (this.registry.persistedWatch(wait.id)) return;
-    const caller = new Caller(token.id, new Set<Scope>(token.scopes.filter(isScope)), token.mailboxes);
+    const caller = new Caller(token.id, new Set<Scope>(token.scopes.filter(isScope)), token.mailboxes, token.expiresAt);
     const remainingMs = Math.max(0, wait.expiresAt.getTime() - Date.now());
     const spec = fromStoredSpec(wait.spec, caller, remainingMs);
     let waiter: MessageWaiter | RequestWaiter;
@@ -159,11 +200,19 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
     if (this.registry.persistedWatch(wait.id)) return;
     waiter.persistedId = wait.id;
     this.registry.add(waiter);
+    // Filed first, then checked: a revocation whose doorbell came during the reads above is seen.
+    if (this.lapsed(caller)) return this.drop(waiter);
     void waiter.result.then((result) => this.resolvePersisted(waiter, result));
     // Checked before the deadline is armed: a replica that starts after `expires_at` must still
     // find a match committed in time before it calls the wait timed out.
     await this.check(waiter).catch((err) => this.failed(err));
-    if (!waiter.settled) waiter.timer = setTimeout(() => waiter.finish(waiter.timedOut()), remainingMs);
+    if (waiter.settled || this.registry.persistedWatch(wait.id) !== waiter) return;
+    // A token that expires first ends the watch then; the lapsed-credential sweep ends the wait.
+    const expiresInMs = msUntil(token.expiresAt);
+    waiter.timer =
+      expiresInMs < remainingMs
+        ? setTimeout(() => this.drop(waiter), expiresInMs)
+        : setTimeout(() => waiter.finish(waiter.timedOut()), remainingMs);
   }
 
   private async resolvePersisted(waiter: Waiter & { persistedId?: string }, result: WaitResult): Promise<void> {
@@ -188,6 +237,8 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
 
   onDoorbell(bell: Doorbell): void {
     switch (bell.kind) {
+      case 'credential_revoked':
+        return this.endAccess(bell.tokenId, undefined);
       case 'message':
         return this.ringMailbox(bell.mailboxId, bell.at);
       case 'request':
@@ -201,6 +252,28 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
 
   onListenerReconnected(): void {
     void this.safetyRecheck();
+  }
+
+  /**
+   * A token lost its access: every wait of it in this process ends now (a client waiting gets the
+   * `unauthorized` error), and the watches of its persisted waits are dropped (the revocation
+   * ended those in the database). Rare enough to look at every waiter.
+   */
+  private endAccess(tokenId: string, reason: AccessEndReason | undefined): void {
+    const now = Date.now();
+    this.revoked.set(tokenId, now);
+    for (const [id, at] of this.revoked) if (at < now - REMEMBER_REVOKED_MS) this.revoked.delete(id);
+    for (const waiter of this.registry.all()) {
+      if (waiter.credential.tokenId !== tokenId) continue;
+      if (waiter.persistedId && !(waiter instanceof ResultWaiter)) this.drop(waiter);
+      else waiter.endAccess(reason ?? lapseReason(waiter.credential));
+    }
+  }
+
+  /** Why this credential has no access any more, if it has none (known without a query). */
+  private lapsed(credential: Credential): AccessEndReason | undefined {
+    if (msUntil(credential.expiresAt) <= 0) return 'token_expired';
+    return this.revoked.has(credential.tokenId) ? 'token_revoked' : undefined;
   }
 
   private async messageWaiter(spec: MessageWaitSpec): Promise<MessageWaiter> {
@@ -308,11 +381,13 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
    */
   private async safetyRecheck(): Promise<void> {
     try {
-      const { heads, states, pendingWaits, resolvedWaits } = await this.repository.probe(
+      const { heads, states, pendingWaits, resolvedWaits, lapsedTokens } = await this.repository.probe(
         this.registry.watchedMailboxes(),
         this.registry.watchedRequests(),
         this.registry.watchedResults(),
+        this.registry.watchedTokens(),
       );
+      for (const [tokenId, reason] of lapsedTokens) this.endAccess(tokenId, reason);
       const watched = this.registry.watchedPersisted();
       const unwatched = pendingWaits.filter((id) => !watched.has(id));
       if (unwatched.length > 0) void this.watchPending(unwatched).catch((err) => this.failed(err));
@@ -396,6 +471,16 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
     // The safety re-check will retry; the waits themselves stay parked.
     this.logger.error(err instanceof Error ? err : String(err));
   }
+}
+
+/** Milliseconds until `at` (negative once past); infinite for no time at all. */
+function msUntil(at: Date | null): number {
+  return at ? at.getTime() - Date.now() : Infinity;
+}
+
+/** The reason of a revocation doorbell, which does not say it: an expired token expired, else it was revoked. */
+function lapseReason(credential: Credential): AccessEndReason {
+  return msUntil(credential.expiresAt) <= 0 ? 'token_expired' : 'token_revoked';
 }
 
 function behind(waiter: MessageWaiter, head: MailboxHead): boolean {

@@ -1,4 +1,6 @@
 import { Caller } from '../auth/caller';
+import { AccessEndReason } from '../auth/credential-revocation';
+import { AlcartaError } from '../common/errors';
 import { RequestState } from '../approvals/approval-request.entity';
 import { MessageCursor } from '../mail/message-cursor';
 import { StoredWaitSpec } from './persisted-wait.entity';
@@ -37,6 +39,30 @@ export interface WaitResult {
   events: object[];
   next_cursor?: string;
   requests?: Array<{ request_id: string; state: RequestState }>;
+}
+
+/**
+ * What a persisted wait stores when its token lost its access before the outcome: nobody gets a
+ * result; whoever still waits for it (an open socket) gets the `unauthorized` error instead.
+ */
+export interface AccessEnded {
+  error: 'unauthorized';
+  reason: AccessEndReason;
+}
+
+export function isAccessEnded(result: WaitResult | AccessEnded): result is AccessEnded {
+  return 'error' in result;
+}
+
+/** The tool error (and websocket error frame) of a wait whose token lost its access (SPEC 8a). */
+export function accessEndedError(reason: AccessEndReason): AlcartaError {
+  return new AlcartaError(
+    'unauthorized',
+    reason,
+    reason === 'token_expired'
+      ? 'The token expired while waiting; the wait ended. Wait again with a valid token.'
+      : 'The token was revoked while waiting; the wait ended.',
+  );
 }
 
 /** How a wait is delivered: a blocking call, an open websocket, or watched in the background. */

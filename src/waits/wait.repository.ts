@@ -3,6 +3,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { RequestState } from '../approvals/approval-request.entity';
 import { MailboxAccess } from '../auth/caller';
+import { AccessEndReason, LAPSE_REASON_SQL, TOKEN_LAPSED_SQL } from '../auth/credential-revocation';
 import { RequestEventPayload } from '../events/event-log';
 import { MessageRow, RequestRow } from './waiters';
 
@@ -84,20 +85,23 @@ export class WaitRepository {
   /**
    * The safety re-check of every parked wait of this process in one statement: heads of the
    * watched mailboxes, states of the watched requests, the pending persisted waits (which every
-   * replica watches), and which of the awaited persisted results are fixed.
+   * replica watches), which of the awaited persisted results are fixed, and which of the tokens the
+   * waits act for were revoked or expired.
    */
   async probe(
     mailboxes: MailboxAccess,
     requestIds: readonly string[],
     resultWaitIds: readonly string[],
+    tokenIds: readonly string[],
   ): Promise<{
     heads: MailboxHead[];
     states: Map<string, RequestState>;
     pendingWaits: string[];
     resolvedWaits: string[];
+    lapsedTokens: Map<string, AccessEndReason>;
   }> {
     const rows = await this.dataSource.query<
-      Array<{ kind: 'm' | 'r' | 'p' | 'x'; id: string; cursor_key: number | null; value: string | null }>
+      Array<{ kind: 'm' | 'r' | 'p' | 'x' | 't'; id: string; cursor_key: number | null; value: string | null }>
     >(
       `SELECT 'm' AS kind, id, cursor_key, message_seq::text AS value
          FROM mailboxes WHERE $1::boolean OR id = ANY($2::text[])
@@ -106,19 +110,23 @@ export class WaitRepository {
        UNION ALL
        SELECT 'p', id, NULL, NULL FROM waits WHERE status = 'pending'
        UNION ALL
-       SELECT 'x', id, NULL, NULL FROM waits WHERE id = ANY($4::text[]) AND status = 'resolved'`,
-      [mailboxes.all, mailboxes.all ? [] : mailboxes.ids, requestIds, resultWaitIds],
+       SELECT 'x', id, NULL, NULL FROM waits WHERE id = ANY($4::text[]) AND status = 'resolved'
+       UNION ALL
+       SELECT 't', t.id, NULL, ${LAPSE_REASON_SQL} FROM tokens t WHERE t.id = ANY($5::text[]) AND ${TOKEN_LAPSED_SQL}`,
+      [mailboxes.all, mailboxes.all ? [] : mailboxes.ids, requestIds, resultWaitIds, tokenIds],
     );
     const heads: MailboxHead[] = [];
     const states = new Map<string, RequestState>();
     const pendingWaits: string[] = [];
     const resolvedWaits: string[] = [];
+    const lapsedTokens = new Map<string, AccessEndReason>();
     for (const r of rows) {
       if (r.kind === 'm') heads.push({ mailboxId: r.id, cursorKey: r.cursor_key!, seq: Number(r.value) });
       else if (r.kind === 'r') states.set(r.id, r.value as RequestState);
       else if (r.kind === 'p') pendingWaits.push(r.id);
-      else resolvedWaits.push(r.id);
+      else if (r.kind === 'x') resolvedWaits.push(r.id);
+      else lapsedTokens.set(r.id, r.value as AccessEndReason);
     }
-    return { heads, states, pendingWaits, resolvedWaits };
+    return { heads, states, pendingWaits, resolvedWaits, lapsedTokens };
   }
 }

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { RequestState, TERMINAL_STATES } from '../approvals/approval-request.entity';
 import { Caller } from '../auth/caller';
+import { CredentialRevocationHooks } from '../auth/credential-revocation';
 import { Scope } from '../auth/scopes';
 import { AlcartaError, invalidRequest, notFound } from '../common/errors';
 import { AppConfig } from '../config/app-config';
@@ -13,7 +14,15 @@ import { PersistedWaitRepository } from './persisted-wait.repository';
 import { TicketService } from './ticket.service';
 import { WaitEngine } from './wait-engine';
 import { WaitRepository } from './wait.repository';
-import { MessageWaitSpec, RequestWaitSpec, toStoredSpec, WaitResult, WaitSpec } from './wait-spec';
+import {
+  accessEndedError,
+  isAccessEnded,
+  MessageWaitSpec,
+  RequestWaitSpec,
+  toStoredSpec,
+  WaitResult,
+  WaitSpec,
+} from './wait-spec';
 
 export type Delivery = 'poll' | 'websocket' | 'any';
 
@@ -50,7 +59,14 @@ export class WaitService {
     private readonly persisted: PersistedWaitRepository,
     private readonly tickets: TicketService,
     private readonly config: AppConfig,
-  ) {}
+    revocationHooks: CredentialRevocationHooks,
+  ) {
+    // A token that loses its access loses its stored waits with it: they end without a result.
+    revocationHooks.register({
+      revoke: (manager, tokenId, reason) => this.persisted.endForToken(manager, tokenId, reason),
+      revokeLapsed: (manager) => this.persisted.endForLapsedTokens(manager),
+    });
+  }
 
   /**
    * One call of email_await (or a monitor_* tool): a blocking poll wait, the creation of a
@@ -171,9 +187,14 @@ export class WaitService {
       args.timeout_seconds,
       wait.kind === 'message' ? this.config.maxMessageWaitSeconds : this.config.maxRequestWaitSeconds,
     );
-    if (wait.status === 'resolved') return wait.result!;
+    if (wait.status === 'resolved') {
+      // Ended by a revocation that committed after this request was authenticated.
+      if (isAccessEnded(wait.result!)) throw accessEndedError(wait.result.reason);
+      return wait.result!;
+    }
     const pending = await this.pendingResult(wait);
     return this.engine.awaitResult(wait, {
+      credential: caller,
       delivery: 'poll',
       timeoutMs,
       signal,

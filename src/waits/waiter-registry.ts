@@ -98,6 +98,11 @@ export class WaiterRegistry {
     return [...this.byResult.keys()];
   }
 
+  /** Tokens that parked waits act for (each once). */
+  watchedTokens(): string[] {
+    return [...new Set([...this.everyone].map((w) => w.credential.tokenId))];
+  }
+
   watchedPersisted(): ReadonlySet<string> {
     return new Set(this.persisted.keys());
   }

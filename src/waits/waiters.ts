@@ -1,8 +1,10 @@
 import { RequestState } from '../approvals/approval-request.entity';
+import { Credential } from '../auth/caller';
+import { AccessEndReason } from '../auth/credential-revocation';
 import { RequestEventPayload } from '../events/event-log';
 import { MessageCursor } from '../mail/message-cursor';
 import { PersistedWaitEntity } from './persisted-wait.entity';
-import { MessageWaitSpec, RequestWaitSpec, WaitDelivery, WaitResult } from './wait-spec';
+import { isAccessEnded, MessageWaitSpec, RequestWaitSpec, WaitDelivery, WaitResult } from './wait-spec';
 
 /** At most this many events in one result (SPEC §4). */
 export const MAX_EVENTS = 100;
@@ -38,16 +40,28 @@ export abstract class Waiter {
   timer: NodeJS.Timeout | undefined;
   /** Set for the engine's watch of a persisted wait: its result goes to the database. */
   persistedId: string | undefined;
+  /** Set when the wait ended because its token lost its access: there is no result for anyone. */
+  accessEnded: AccessEndReason | undefined;
 
   constructor(readonly delivery: WaitDelivery) {
     this.result = new Promise((resolve) => (this.settle = resolve));
   }
+
+  /** The token the wait acts for. */
+  abstract readonly credential: Credential;
 
   finish(result: WaitResult): void {
     if (this.settled) return;
     this.settled = true;
     clearTimeout(this.timer);
     this.settle(result);
+  }
+
+  /** Ends the wait without a result: whoever waits gets an `unauthorized` error (see accessEndedError). */
+  endAccess(reason: AccessEndReason): void {
+    if (this.settled) return;
+    this.accessEnded = reason;
+    this.finish(this.timedOut());
   }
 
   abstract timedOut(): WaitResult;
@@ -65,6 +79,10 @@ export class MessageWaiter extends Waiter {
     delivery: WaitDelivery = 'poll',
   ) {
     super(delivery);
+  }
+
+  get credential(): Credential {
+    return this.spec.caller;
   }
 
   /** Mailbox ids whose doorbells concern this waiter, or '*' for every mailbox. */
@@ -146,6 +164,10 @@ export class RequestWaiter extends Waiter {
     this.states = spec.requestIds.filter((id) => byId.has(id)).map((id) => ({ request_id: id, state: byId.get(id)! }));
   }
 
+  get credential(): Credential {
+    return this.spec.caller;
+  }
+
   get keys(): string[] {
     return this.spec.requestIds;
   }
@@ -191,6 +213,8 @@ export class ResultWaiter extends Waiter {
   constructor(
     readonly waitId: string,
     readonly kind: 'message' | 'request',
+    /** The token the persisted wait belongs to (only that token can wait for its result). */
+    readonly credential: Credential,
     delivery: WaitDelivery,
     private readonly onTimeout: () => WaitResult,
     private readonly onShutdown: () => WaitResult,
@@ -203,10 +227,12 @@ export class ResultWaiter extends Waiter {
   }
 
   evaluate(wait: PersistedWaitEntity | null): void {
-    if (wait?.status === 'resolved' && wait.result) this.finish(wait.result);
     // Deleted (its task expired and was purged): nothing will ever resolve it, so the caller must
     // look again now rather than block until its own deadline.
-    else if (wait === null) this.finish(this.timedOut());
+    if (wait === null) return this.finish(this.timedOut());
+    if (wait.status !== 'resolved' || !wait.result) return;
+    if (isAccessEnded(wait.result)) this.endAccess(wait.result.reason);
+    else this.finish(wait.result);
   }
 
   timedOut(): WaitResult {

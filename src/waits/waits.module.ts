@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { AuthModule } from '../auth/auth.module';
 import { EventsModule } from '../events/events.module';
 import { MailModule } from '../mail/mail.module';
 import { PersistedWaitRepository } from './persisted-wait.repository';
@@ -10,7 +11,7 @@ import { WaitService } from './wait.service';
 import { WaiterRegistry } from './waiter-registry';
 
 @Module({
-  imports: [EventsModule, MailModule],
+  imports: [EventsModule, MailModule, AuthModule],
   providers: [
     WaiterRegistry,
     WaitRepository,
