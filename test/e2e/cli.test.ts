@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { CliResult, runCli } from '../support/cli';
 import { createTestDatabase, TestDatabase } from '../support/database';
 import { callOk, connectMcp, rawMcp } from '../support/mcp';
 import { RestClient } from '../support/rest';
@@ -12,15 +11,8 @@ import { ingest, startTestServer, TestServer } from '../support/test-server';
  * SPEC §8 CLI: `node dist/cli.js …` as an operator runs it, against a fresh database. What it
  * creates must work against a server on the same database, and it never prints a stored secret.
  */
-const CLI = path.join(process.cwd(), 'dist/cli.js');
 const SECRET = /alc_[0-9A-Za-z]{20,}/;
 const sha256 = (s: string) => createHash('sha256').update(s, 'utf8').digest('hex');
-
-interface CliResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
 
 describe('administrative CLI', () => {
   let db: TestDatabase;
@@ -29,18 +21,7 @@ describe('administrative CLI', () => {
   let reader: { id: string; secret: string };
   let admin: { id: string; secret: string };
 
-  /** Runs the CLI with DATABASE_URL and otherwise default settings (no ALCARTA_* from outside). */
-  function cli(...args: string[]): Promise<CliResult> {
-    const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: db.url };
-    for (const key of Object.keys(env)) if (key.startsWith('ALCARTA_')) delete env[key];
-    return new Promise((resolve, reject) => {
-      execFile(process.execPath, [CLI, ...args], { env, timeout: 60_000 }, (err, stdout, stderr) => {
-        if (err && typeof err.code !== 'number')
-          return reject(new Error(`cli ${args[0]} did not finish: ${err.message}`));
-        resolve({ code: err ? (err.code as number) : 0, stdout, stderr });
-      });
-    });
-  }
+  const cli = (...args: string[]): Promise<CliResult> => runCli(db.url, ...args);
 
   async function cliOk(...args: string[]): Promise<string> {
     const result = await cli(...args);

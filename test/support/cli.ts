@@ -1,0 +1,23 @@
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+
+const CLI = path.join(process.cwd(), 'dist/cli.js');
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `node dist/cli.js …` on `databaseUrl` with otherwise default settings (no ALCARTA_* from outside). */
+export function runCli(databaseUrl: string, ...args: string[]): Promise<CliResult> {
+  const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: databaseUrl };
+  for (const key of Object.keys(env)) if (key.startsWith('ALCARTA_')) delete env[key];
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, [CLI, ...args], { env, timeout: 60_000 }, (err, stdout, stderr) => {
+      if (err && typeof err.code !== 'number')
+        return reject(new Error(`cli ${args[0]} did not finish: ${err.message}`));
+      resolve({ code: err ? (err.code as number) : 0, stdout, stderr });
+    });
+  });
+}
