@@ -83,17 +83,20 @@ export class TaskRepository {
     );
   }
 
-  /** Cancels the token's unfinished tasks (their waits are ended by the waits module). */
+  /**
+   * Cancels the token's working tasks (their waits are ended by the waits module). Alcarta never
+   * asks for input, so no task is `input_required`; `working` alone lets the partial index serve.
+   */
   async cancelForToken(manager: EntityManager, tokenId: string, message: string): Promise<void> {
     await manager.query(
       `UPDATE tasks SET status = 'cancelled', status_message = $2, last_updated_at = now()
-        WHERE token_id = $1 AND status IN ('working', 'input_required')`,
+        WHERE token_id = $1 AND status = 'working'`,
       [tokenId, message],
     );
   }
 
   /**
-   * Cancels, in one statement, the unfinished tasks of every revoked or expired token, with the
+   * Cancels, in one statement, the working tasks of every revoked or expired token, with the
    * message `messages` gives for the reason; returns those tokens.
    */
   async cancelForLapsedTokens(
@@ -105,7 +108,7 @@ export class TaskRepository {
           SET status = 'cancelled', last_updated_at = now(),
               status_message = CASE ${LAPSE_REASON_SQL} WHEN 'token_revoked' THEN $1 ELSE $2 END
          FROM tokens t
-        WHERE t.id = k.token_id AND k.status IN ('working', 'input_required') AND ${TOKEN_LAPSED_SQL}
+        WHERE t.id = k.token_id AND k.status = 'working' AND ${TOKEN_LAPSED_SQL}
         RETURNING k.token_id`,
       [messages.token_revoked, messages.token_expired],
     );
