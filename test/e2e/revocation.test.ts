@@ -39,10 +39,10 @@ async function assertSocketEnded(socket: OpenedSocket, waitId: string, reason: s
 
 /**
  * SPEC 8a "Revocation and expiry end access at once, everywhere", through the official SDK client
- * and a real `ws` client: a revoked token's parked poll wait, open socket, unused websocket URL,
- * working task and blocked tasks/result end within a second (on every replica, and also when the
- * CLI revokes), and nothing that arrives afterwards is delivered; a token whose `expires_at` passes
- * loses all of them too, its parked waits at the moment it expires.
+ * and a real `ws` client: a revoked token's parked poll wait, `wait_id` poll, open socket, unused
+ * websocket URL, working task and blocked tasks/result end within a second (on every replica, and
+ * also when the CLI revokes), and nothing that arrives afterwards is delivered; a token whose
+ * `expires_at` passes loses all of them too, its parked waits at the moment it expires.
  */
 describe('revocation and expiry end what a token holds', () => {
   let server: TestServer;
@@ -151,6 +151,25 @@ describe('revocation and expiry end what a token holds', () => {
     await ingestSeen('after the revocation');
     assert.deepEqual((await waitRow(d.wait_id)).result, { error: 'unauthorized', reason: 'token_revoked' });
     assert.equal(await activeWaits(server.url, 'message', 'persisted'), 0, 'no replica watches the wait');
+  });
+
+  it('a wait_id poll returns the unauthorized tool error within 1 s', async () => {
+    const agent = await newAgent();
+    const d = await callOk(agent.client, 'monitor_inbox', {
+      mailbox_id: mailboxId,
+      timeout_seconds: 60,
+      delivery: 'websocket',
+    });
+    const pending = agent.client.callTool({
+      name: 'email_await',
+      arguments: { wait_id: d.wait_id, timeout_seconds: 60 },
+    }) as Promise<CallToolResult>;
+    await parked('poll', 1);
+    const revokedAt = await revoke(agent.id);
+    const body = toolError(await pending);
+    const elapsed = Date.now() - revokedAt;
+    assert.deepEqual({ error: body.error, reason: body.reason }, { error: 'unauthorized', reason: 'token_revoked' });
+    assert.ok(elapsed <= AT_ONCE_MS, `ended ${elapsed} ms after the revocation`);
   });
 
   it('an unused websocket URL becomes 401 ticket_invalid and stays unused; later mail is delivered to nobody', async () => {
