@@ -1,7 +1,7 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
 import { Request, Response } from 'express';
 import { AlcartaError, ErrorCode } from '../common/errors';
-import { classifyDatabaseError } from '../database/database-errors';
+import { databaseFailureError } from '../database/database-errors';
 
 const STATUS: Record<ErrorCode, HttpStatus> = {
   invalid_request: HttpStatus.BAD_REQUEST,
@@ -79,27 +79,8 @@ export class RestExceptionFilter implements ExceptionFilter {
         return { status, body: { error: 'invalid_request', reason: 'http_error', message: exception.message } };
       }
     }
-    const failure = classifyDatabaseError(exception);
-    if (failure === 'unavailable') {
-      return {
-        status: HttpStatus.SERVICE_UNAVAILABLE,
-        body: {
-          error: 'unavailable',
-          reason: 'database_unavailable',
-          message: 'The database is unreachable; retry shortly.',
-        },
-      };
-    }
-    if (failure === 'invalid_input') {
-      return {
-        status: HttpStatus.BAD_REQUEST,
-        body: {
-          error: 'invalid_request',
-          reason: 'invalid_input',
-          message: 'A value in this request cannot be stored.',
-        },
-      };
-    }
+    const failure = databaseFailureError(exception);
+    if (failure) return { status: STATUS[failure.code], body: failure.toBody() };
     this.logger.error(exception instanceof Error ? exception : String(exception));
     return {
       status: HttpStatus.INTERNAL_SERVER_ERROR,
