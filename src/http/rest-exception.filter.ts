@@ -19,7 +19,7 @@ export const WWW_AUTHENTICATE = 'Bearer realm="alcarta"';
 export const RETRY_AFTER_SECONDS = 5;
 
 /** JSON-RPC error codes for HTTP-level refusals of /mcp: the body stays JSON-RPC (SPEC 8a). */
-const JSONRPC_CODE: Partial<Record<number, number>> = { 400: -32602, 503: -32000 };
+const JSONRPC_CODE: Partial<Record<number, number>> = { 400: -32602, 429: -32000, 503: -32000 };
 
 /**
  * Every HTTP error leaves as `{"error", "reason", "message"}` JSON. Unexpected failures are logged
@@ -39,9 +39,13 @@ export class RestExceptionFilter implements ExceptionFilter {
     const { status, body } = this.describe(exception, req);
     if (status === HttpStatus.UNAUTHORIZED) res.setHeader('WWW-Authenticate', WWW_AUTHENTICATE);
     if (status === HttpStatus.SERVICE_UNAVAILABLE) res.setHeader('Retry-After', String(RETRY_AFTER_SECONDS));
+    if (status === HttpStatus.TOO_MANY_REQUESTS)
+      res.setHeader('Retry-After', String(Number(body.retry_after_seconds ?? 1)));
     if (
       req.path === '/mcp' &&
-      (status === HttpStatus.SERVICE_UNAVAILABLE || status === HttpStatus.INTERNAL_SERVER_ERROR)
+      (status === HttpStatus.SERVICE_UNAVAILABLE ||
+        status === HttpStatus.TOO_MANY_REQUESTS ||
+        status === HttpStatus.INTERNAL_SERVER_ERROR)
     ) {
       res.status(status).json({
         jsonrpc: '2.0',
