@@ -95,6 +95,7 @@ describe('database outage', () => {
         arguments: { event: { type: 'message_received', mailbox_id: mailboxId }, timeout_seconds: 3 },
       },
     });
+    await waitFor('the wait to park', async () => (await activeWaits(server.url, 'message')) === 1);
 
     await stopCluster();
 
