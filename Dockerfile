@@ -9,7 +9,8 @@
 # Without it the server starts its embedded PostgreSQL with the data under /app/.alcarta (mount a
 # volume there to keep it). Administration: `docker run … node dist/cli.js <command>`.
 
-ARG NODE_IMAGE=node:20-bookworm-slim
+# Node 24 LTS (maintained until 2028-04). The dependencies need ^22.13 or >= 24.11 (package.json engines).
+ARG NODE_IMAGE=node:24-bookworm-slim
 
 # --- build: all dependencies, compile src/ and migrations/ into dist/ -----------------------------
 FROM ${NODE_IMAGE} AS build

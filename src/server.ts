@@ -11,6 +11,7 @@ import { DoorbellListener } from './events/doorbell-listener';
 import { WaitSocketAdapter } from './delivery/wait-socket.adapter';
 import { DrainState } from './lifecycle/drain-state';
 import { bodyParsers } from './http/body-parsers';
+import { AlcartaExpressAdapter, closeConnectionsWhileDraining, connectionLimits } from './http/http-server';
 import { requestLogger } from './http/request-logger';
 import { requestMetrics } from './http/request-metrics';
 import { Metrics } from './metrics/metrics';
@@ -43,12 +44,13 @@ export interface RunningServer {
  * real start-up path.
  */
 export async function startServer(options: ServerOptions = {}): Promise<RunningServer> {
-  const logger =
-    options.logger ?? createRootLogger(validateEnvironment({ ...process.env, ...options.overrides }).ALCARTA_LOG_LEVEL);
-  const app = await NestFactory.create<NestExpressApplication>(AppModule.register(options, logger), {
-    bodyParser: false,
-    logger: new PinoNestLogger(logger),
-  });
+  const config = new AppConfig(validateEnvironment({ ...process.env, ...options.overrides }));
+  const logger = options.logger ?? createRootLogger(config.logLevel);
+  const app = await NestFactory.create<NestExpressApplication>(
+    AppModule.register(options, logger),
+    new AlcartaExpressAdapter(connectionLimits(config)),
+    { bodyParser: false, logger: new PinoNestLogger(logger) },
+  );
   try {
     return await listen(app, logger);
   } catch (err) {
@@ -61,6 +63,8 @@ async function listen(app: NestExpressApplication, logger: Logger): Promise<Runn
   const config = app.get(AppConfig);
   app.set('trust proxy', true);
   app.set('x-powered-by', false);
+  const drain = app.get(DrainState);
+  app.use(closeConnectionsWhileDraining(() => drain.isDraining));
   app.use(requestLogger(logger));
   app.use(requestMetrics(app.get(Metrics)));
   app.use(bodyParsers(config));
@@ -80,7 +84,6 @@ async function listen(app: NestExpressApplication, logger: Logger): Promise<Runn
   await app.listen(config.port, config.host);
   const address = app.getHttpServer().address();
   const port = typeof address === 'object' && address ? address.port : config.port;
-  const drain = app.get(DrainState);
   return {
     app,
     url: `http://127.0.0.1:${port}`,
@@ -88,6 +91,8 @@ async function listen(app: NestExpressApplication, logger: Logger): Promise<Runn
       // Draining first answers every blocked wait and open socket (shutdown: true), so the HTTP
       // server can close.
       await drain.begin();
+      // Keep-alive connections with no request in flight would hold `server.close()` open.
+      app.getHttpServer().closeIdleConnections();
       await app.close();
     },
   };

@@ -27,6 +27,11 @@ export class AppConfig {
   readonly taskMaxTtlMs: number;
   readonly maxActiveTasksPerToken: number;
   readonly taskPollIntervalMs: number;
+  readonly headersTimeoutMs: number;
+  readonly requestTimeoutMs: number;
+  readonly unreadResponseTimeoutMs: number;
+  /** 0: no rate limit. */
+  readonly rateLimitPerSecond: number;
 
   constructor(env: Environment) {
     this.port = env.PORT;
@@ -55,5 +60,10 @@ export class AppConfig {
     this.taskMaxTtlMs = env.ALCARTA_TASK_MAX_TTL_SECONDS * 1000;
     this.maxActiveTasksPerToken = env.ALCARTA_MAX_ACTIVE_TASKS_PER_TOKEN;
     this.taskPollIntervalMs = env.ALCARTA_TASK_POLL_INTERVAL_SECONDS * 1000;
+    this.headersTimeoutMs = env.ALCARTA_HEADERS_TIMEOUT_SECONDS * 1000;
+    // Node requires the whole-request limit to be at least the headers limit.
+    this.requestTimeoutMs = Math.max(env.ALCARTA_BODY_TIMEOUT_SECONDS, env.ALCARTA_HEADERS_TIMEOUT_SECONDS) * 1000;
+    this.unreadResponseTimeoutMs = env.ALCARTA_UNREAD_RESPONSE_TIMEOUT_SECONDS * 1000;
+    this.rateLimitPerSecond = env.ALCARTA_RATE_LIMIT_PER_SECOND;
   }
 }

@@ -132,6 +132,33 @@ export class Environment {
   @Min(1)
   @Max(15)
   ALCARTA_KEEPALIVE_SECONDS: number = 10;
+
+  /** A request's headers must arrive within this many seconds of its first byte (SPEC 8a: 10). */
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(300)
+  ALCARTA_HEADERS_TIMEOUT_SECONDS: number = 10;
+
+  /** A whole request (headers and body) must arrive within this many seconds (SPEC 8a: 30). */
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(3600)
+  ALCARTA_BODY_TIMEOUT_SECONDS: number = 30;
+
+  /** A response the client has not read from for this many seconds is abandoned (SPEC 8a: 60). */
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(3600)
+  ALCARTA_UNREAD_RESPONSE_TIMEOUT_SECONDS: number = 60;
+
+  /** Requests per second per credential and replica (burst: twice that); 0 turns limiting off. */
+  @Type(() => Number)
+  @IsInt()
+  @Min(0)
+  ALCARTA_RATE_LIMIT_PER_SECOND: number = 50;
 }
 
 /** Validates raw environment variables; throws one error that lists every invalid variable. */

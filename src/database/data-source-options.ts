@@ -7,6 +7,9 @@ import { ENTITIES } from './entities';
  * tests. The schema is owned by the migrations in `migrations/` (compiled next to this build);
  * `synchronize` stays off everywhere.
  */
+/** How long to wait for a pooled connection (a new one, or a free one when all are busy). */
+export const CONNECT_TIMEOUT_MS = 3000;
+
 export function dataSourceOptions(url: string, poolSize: number): TypeOrmModuleOptions {
   return {
     type: 'postgres',
@@ -18,7 +21,9 @@ export function dataSourceOptions(url: string, poolSize: number): TypeOrmModuleO
     migrationsRun: false,
     logging: false,
     applicationName: 'alcarta',
-    extra: { max: poolSize, connectionTimeoutMillis: 10_000 },
+    // While PostgreSQL is unreachable a request fails within seconds (503) instead of hanging; the
+    // pool opens fresh connections by itself once it is back.
+    extra: { max: poolSize, connectionTimeoutMillis: CONNECT_TIMEOUT_MS },
     retryAttempts: 0,
   };
 }

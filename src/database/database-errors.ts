@@ -1,3 +1,5 @@
+import { AlcartaError } from '../common/errors';
+
 /**
  * What a failed database call means for the client that caused it. The services prevent these
  * errors where they can (input is checked before it reaches SQL); this is the backstop that keeps
@@ -53,4 +55,19 @@ export function classifyDatabaseError(err: unknown): DatabaseFailure | undefined
     if (typeof message === 'string' && CONNECTION_MESSAGES.some((m) => message.includes(m))) return 'unavailable';
   }
   return undefined;
+}
+
+/**
+ * The client-facing error for a classified database failure (REST body, MCP tool error), or
+ * undefined for anything else.
+ */
+export function databaseFailureError(err: unknown): AlcartaError | undefined {
+  switch (classifyDatabaseError(err)) {
+    case 'unavailable':
+      return new AlcartaError('unavailable', 'database_unavailable', 'The database is unreachable; retry shortly.');
+    case 'invalid_input':
+      return new AlcartaError('invalid_request', 'invalid_input', 'A value in this request cannot be stored.');
+    default:
+      return undefined;
+  }
 }

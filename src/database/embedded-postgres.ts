@@ -33,6 +33,8 @@ export interface EmbeddedPostgresOptions {
   /** Keep the cluster's files after close (npm start) or delete them (throwaway test clusters). */
   persistent: boolean;
   onLog?: (line: string) => void;
+  /** Listen on this port instead of a free one (a test restarting a cluster where clients expect it). */
+  port?: number;
 }
 
 /**
@@ -75,7 +77,7 @@ export async function openEmbeddedPostgres(dataDir: string, options: EmbeddedPos
   }
   if (!password) throw new Error(`${stateFile} is missing: cannot connect to the cluster in ${pgdata}`);
 
-  const state: ClusterState = { port: await freePort(), password, ownerPid: process.pid };
+  const state: ClusterState = { port: options.port ?? (await freePort()), password, ownerPid: process.pid };
   const child = await startPostmaster(binaries, pgdata, state, asUser, log);
   await writeFile(stateFile, JSON.stringify(state), { mode: 0o600 });
   return {

@@ -1,10 +1,12 @@
 import { Request, RequestHandler, Response } from 'express';
 import { Logger } from 'pino';
 import pinoHttp from 'pino-http';
+import { serializeError } from '../logging/logger';
 
 /**
  * One JSON line per HTTP request: method, path, status, duration. Headers, query strings and bodies
- * are deliberately not logged: they carry bearer secrets and websocket tickets.
+ * are deliberately not logged: they carry bearer secrets, websocket tickets and mail. A secret in
+ * the path itself (`DELETE /v1/tokens/alc_…`) is masked when the line is written (logger.ts).
  */
 export function requestLogger(logger: Logger): RequestHandler {
   return pinoHttp({
@@ -16,6 +18,7 @@ export function requestLogger(logger: Logger): RequestHandler {
     serializers: {
       req: (req: Request) => ({ method: req.method, path: (req.originalUrl ?? req.url ?? '').split('?')[0] }),
       res: (res: Response) => ({ status: res.statusCode }),
+      err: serializeError,
     },
     wrapSerializers: false,
   });

@@ -1,7 +1,7 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
 import { Request, Response } from 'express';
 import { AlcartaError, ErrorCode } from '../common/errors';
-import { classifyDatabaseError } from '../database/database-errors';
+import { databaseFailureError } from '../database/database-errors';
 
 const STATUS: Record<ErrorCode, HttpStatus> = {
   invalid_request: HttpStatus.BAD_REQUEST,
@@ -19,7 +19,7 @@ export const WWW_AUTHENTICATE = 'Bearer realm="alcarta"';
 export const RETRY_AFTER_SECONDS = 5;
 
 /** JSON-RPC error codes for HTTP-level refusals of /mcp: the body stays JSON-RPC (SPEC 8a). */
-const JSONRPC_CODE: Partial<Record<number, number>> = { 400: -32602, 503: -32000 };
+const JSONRPC_CODE: Partial<Record<number, number>> = { 400: -32602, 429: -32000, 503: -32000 };
 
 /**
  * Every HTTP error leaves as `{"error", "reason", "message"}` JSON. Unexpected failures are logged
@@ -39,9 +39,13 @@ export class RestExceptionFilter implements ExceptionFilter {
     const { status, body } = this.describe(exception, req);
     if (status === HttpStatus.UNAUTHORIZED) res.setHeader('WWW-Authenticate', WWW_AUTHENTICATE);
     if (status === HttpStatus.SERVICE_UNAVAILABLE) res.setHeader('Retry-After', String(RETRY_AFTER_SECONDS));
+    if (status === HttpStatus.TOO_MANY_REQUESTS)
+      res.setHeader('Retry-After', String(Number(body.retry_after_seconds ?? 1)));
     if (
       req.path === '/mcp' &&
-      (status === HttpStatus.SERVICE_UNAVAILABLE || status === HttpStatus.INTERNAL_SERVER_ERROR)
+      (status === HttpStatus.SERVICE_UNAVAILABLE ||
+        status === HttpStatus.TOO_MANY_REQUESTS ||
+        status === HttpStatus.INTERNAL_SERVER_ERROR)
     ) {
       res.status(status).json({
         jsonrpc: '2.0',
@@ -79,27 +83,8 @@ export class RestExceptionFilter implements ExceptionFilter {
         return { status, body: { error: 'invalid_request', reason: 'http_error', message: exception.message } };
       }
     }
-    const failure = classifyDatabaseError(exception);
-    if (failure === 'unavailable') {
-      return {
-        status: HttpStatus.SERVICE_UNAVAILABLE,
-        body: {
-          error: 'unavailable',
-          reason: 'database_unavailable',
-          message: 'The database is unreachable; retry shortly.',
-        },
-      };
-    }
-    if (failure === 'invalid_input') {
-      return {
-        status: HttpStatus.BAD_REQUEST,
-        body: {
-          error: 'invalid_request',
-          reason: 'invalid_input',
-          message: 'A value in this request cannot be stored.',
-        },
-      };
-    }
+    const failure = databaseFailureError(exception);
+    if (failure) return { status: STATUS[failure.code], body: failure.toBody() };
     this.logger.error(exception instanceof Error ? exception : String(exception));
     return {
       status: HttpStatus.INTERNAL_SERVER_ERROR,

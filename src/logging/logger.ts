@@ -18,11 +18,63 @@ const REDACT_PATHS = [
   '*.ticket',
 ];
 
-/** Bearer secrets and websocket tickets, wherever they appear inside a string. */
-const SECRET_IN_TEXT = /\b(alc_|wst_)[0-9A-Za-z]{8,}/g;
+/**
+ * Bearer secrets and websocket tickets, wherever they appear inside a string: in a path
+ * (`/v1/tokens/alc_…`), a query string, an error message, inside another word or percent-encoded.
+ */
+const SECRET_IN_TEXT = /(alc|wst)(_|%5[Ff])[0-9A-Za-z]{8,}/g;
 
 export function scrubSecrets(text: string): string {
-  return text.replace(SECRET_IN_TEXT, '$1[REDACTED]');
+  return text.replace(SECRET_IN_TEXT, '$1_[REDACTED]');
+}
+
+/** Longest SQL text and error message that a logged error keeps. */
+const MAX_LOGGED_SQL = 500;
+const MAX_LOGGED_MESSAGE = 1000;
+const MAX_LOGGED_STACK = 4000;
+/** Fields of an error that describe the failure without carrying data (`code`: 23505, ECONNREFUSED…). */
+const ERROR_FIELDS = ['code', 'errno', 'syscall', 'severity', 'routine', 'status', 'statusCode'] as const;
+
+function truncate(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max)}… (${text.length - max} more characters)`;
+}
+
+export interface LoggedError {
+  type: string;
+  message: string;
+  stack?: string;
+  query?: string;
+  cause?: LoggedError;
+  [field: string]: unknown;
+}
+
+/**
+ * What a log line keeps of an error: its type, message, stack, a few descriptive codes and, for a
+ * failed query, the SQL text (truncated). Never the query's parameters (TypeORM's
+ * QueryFailedError carries all of them: one failed ingest logged the whole mail), nor any other
+ * property a library hangs on an error (request bodies, PostgreSQL's `detail` with row values).
+ */
+export function serializeError(err: unknown, depth = 0): LoggedError {
+  if (!(err instanceof Error)) return { type: typeof err, message: truncate(String(err), MAX_LOGGED_MESSAGE) };
+  const e = err as Error & Record<string, unknown>;
+  const out: LoggedError = { type: e.constructor?.name ?? 'Error', message: truncate(e.message, MAX_LOGGED_MESSAGE) };
+  if (e.stack) out.stack = truncate(e.stack, MAX_LOGGED_STACK);
+  for (const field of ERROR_FIELDS) {
+    const value = e[field];
+    if (typeof value === 'string' || typeof value === 'number') out[field] = value;
+  }
+  if (typeof e.query === 'string') out.query = truncate(e.query, MAX_LOGGED_SQL);
+  const cause = e.driverError ?? e.cause;
+  if (cause !== undefined && cause !== err && depth < 3) out.cause = serializeError(cause, depth + 1);
+  return out;
+}
+
+/**
+ * The last line of defence, applied to every serialized line just before it is written: masks any
+ * secret that slipped into a message, a path, a nested field or one of Nest's own lines.
+ */
+export function scrubbingDestination(destination: NodeJS.WritableStream): pino.DestinationStream {
+  return { write: (line: string) => destination.write(scrubSecrets(line)) };
 }
 
 export function createRootLogger(level: string, destination: NodeJS.WritableStream = process.stdout): Logger {
@@ -32,7 +84,17 @@ export function createRootLogger(level: string, destination: NodeJS.WritableStre
       base: { service: 'alcarta', pid: process.pid },
       timestamp: pino.stdTimeFunctions.isoTime,
       redact: { paths: REDACT_PATHS, censor: '[REDACTED]' },
-      formatters: { level: (label) => ({ level: label }) },
+      serializers: { err: serializeError, error: serializeError },
+      formatters: {
+        level: (label) => ({ level: label }),
+        // Errors under any other key get the same treatment as `err` and `error` (the serializers).
+        log: (fields) => {
+          for (const [key, value] of Object.entries(fields)) {
+            if (value instanceof Error && key !== 'err' && key !== 'error') fields[key] = serializeError(value);
+          }
+          return fields;
+        },
+      },
       hooks: {
         logMethod(args, method) {
           method.apply(
@@ -42,7 +104,7 @@ export function createRootLogger(level: string, destination: NodeJS.WritableStre
         },
       },
     },
-    destination as pino.DestinationStream,
+    scrubbingDestination(destination),
   );
 }
 

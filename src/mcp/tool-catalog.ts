@@ -4,6 +4,7 @@ import type { CallToolResult, CreateTaskResult, Tool } from '@modelcontextprotoc
 import { z } from 'zod';
 import { Caller } from '../auth/caller';
 import { AlcartaError, invalidRequest } from '../common/errors';
+import { databaseFailureError } from '../database/database-errors';
 import { TaskService, TaskView } from '../tasks/task.service';
 import { ProtocolRevision } from './protocol-revision';
 import { TOOL_PROVIDERS, ToolContext, ToolDefinition, ToolProvider } from './tool-definition';
@@ -109,6 +110,9 @@ export class ToolCatalog {
       return success(await entry.definition.handle(args, ctx));
     } catch (err) {
       if (err instanceof AlcartaError) return failure(err);
+      // The database went away (or refused a value) during the call: a tool error saying so.
+      const database = databaseFailureError(err);
+      if (database) return failure(database);
       this.logger.error(err instanceof Error ? err : String(err));
       throw new McpError(ErrorCode.InternalError, 'Internal error');
     }

@@ -1,0 +1,57 @@
+/** Credentials tracked at once per replica; beyond it, idle (full) buckets are dropped first. */
+const MAX_BUCKETS = 10_000;
+
+interface Bucket {
+  tokens: number;
+  refilledAt: number;
+}
+
+/**
+ * Token buckets in memory, one per key (credential): `perSecond` requests per second, bursts of
+ * twice that. Each replica limits on its own (SPEC 8a: per credential and replica). A request
+ * takes one token when it arrives, so a wait that stays parked for an hour cost one request.
+ */
+export class RateLimiter {
+  private readonly buckets = new Map<string, Bucket>();
+  private readonly capacity: number;
+
+  /** `perSecond` 0 turns limiting off. */
+  constructor(private readonly perSecond: number) {
+    this.capacity = perSecond * 2;
+  }
+
+  /** Takes a token for `key`: undefined when allowed, else the seconds until one is available. */
+  take(key: string, now = Date.now()): number | undefined {
+    if (this.perSecond === 0) return undefined;
+    let bucket = this.buckets.get(key);
+    if (!bucket) {
+      if (this.buckets.size >= MAX_BUCKETS) this.evict(now);
+      bucket = { tokens: this.capacity, refilledAt: now };
+      this.buckets.set(key, bucket);
+    } else {
+      this.refill(bucket, now);
+    }
+    if (bucket.tokens >= 1) {
+      bucket.tokens -= 1;
+      return undefined;
+    }
+    return Math.max(1, Math.ceil((1 - bucket.tokens) / this.perSecond));
+  }
+
+  private refill(bucket: Bucket, now: number): void {
+    bucket.tokens = Math.min(this.capacity, bucket.tokens + ((now - bucket.refilledAt) / 1000) * this.perSecond);
+    bucket.refilledAt = now;
+  }
+
+  /** Drops every bucket that has refilled completely (its credential is idle); if none, the oldest. */
+  private evict(now: number): void {
+    for (const [key, bucket] of this.buckets) {
+      this.refill(bucket, now);
+      if (bucket.tokens >= this.capacity) this.buckets.delete(key);
+    }
+    if (this.buckets.size >= MAX_BUCKETS) {
+      const oldest = this.buckets.keys().next().value;
+      if (oldest !== undefined) this.buckets.delete(oldest);
+    }
+  }
+}

@@ -1,0 +1,171 @@
+import assert from 'node:assert/strict';
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { freePort } from '#app/common/net.js';
+import { LocalDatabase, openEmbeddedPostgres } from '#app/database/embedded-postgres.js';
+import { RunningServer, startServer } from '#app/server.js';
+import { connectMcp, rawMcp } from '../support/mcp';
+import { activeWaits } from '../support/metrics';
+import { RestClient } from '../support/rest';
+import { createMailbox, createToken, ingest, randomSecret } from '../support/test-server';
+import { waitFor } from '../support/wait-for';
+
+/** SPEC 8a: no call hangs longer than this while PostgreSQL is unreachable. */
+const MAX_CALL_MS = 5000;
+
+/** Runs `call` and asserts that it settled within MAX_CALL_MS. */
+async function quickly<T>(what: string, call: () => Promise<T>): Promise<T> {
+  const started = Date.now();
+  const result = await call();
+  const took = Date.now() - started;
+  assert.ok(took < MAX_CALL_MS, `${what} took ${took} ms`);
+  return result;
+}
+
+/**
+ * SPEC 8a "Database outage", with a real PostgreSQL that the test stops and starts again on the
+ * same port: while it is down, REST answers 503 `unavailable` with Retry-After, /mcp answers HTTP
+ * 503 with a JSON-RPC error, nothing hangs, /metrics answers with alcarta_database_up 0 and
+ * readiness fails; once it is back, the same process serves requests and waits again.
+ */
+describe('database outage', () => {
+  let dir: string;
+  let port: number;
+  let cluster: LocalDatabase | undefined;
+  let server: RunningServer;
+  let admin: RestClient;
+  let mailboxId: string;
+  let agentSecret: string;
+  const adminSecret = randomSecret();
+
+  const startCluster = async () => {
+    cluster = await openEmbeddedPostgres(join(dir, 'cluster'), { persistent: true, port });
+    return cluster.url;
+  };
+  const stopCluster = async () => {
+    await cluster?.close();
+    cluster = undefined;
+  };
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'alcarta-outage-'));
+    await chmod(dir, 0o755); // the postgres OS user must reach it when we run as root
+    port = await freePort();
+    const url = await startCluster();
+    server = await startServer({
+      overrides: {
+        DATABASE_URL: url,
+        PORT: '0',
+        ALCARTA_HOST: '127.0.0.1',
+        ALCARTA_BOOTSTRAP_TOKEN: adminSecret,
+        ALCARTA_LOG_LEVEL: 'silent',
+        ALCARTA_DB_POOL_SIZE: '5',
+        ALCARTA_KEEPALIVE_SECONDS: '1',
+      },
+    });
+    admin = new RestClient(server.url, adminSecret);
+    mailboxId = await createMailbox(admin);
+    agentSecret = (await createToken(admin, { scopes: ['mail:read'], mailboxes: [mailboxId] })).secret;
+  });
+
+  after(async () => {
+    await server?.close();
+    await stopCluster();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('answers 503 while PostgreSQL is down, keeps /metrics up, and recovers when it is back', async () => {
+    const metricsUp = async () => {
+      const res = await fetch(`${server.url}/metrics`);
+      assert.equal(res.status, 200);
+      return /^alcarta_database_up (\d)$/m.exec(await res.text())?.[1];
+    };
+    assert.equal(await metricsUp(), '1');
+    // A wait parked across the outage ends (answered or as a JSON-RPC error), it does not hang.
+    const parked = rawMcp(server.url, agentSecret, {
+      jsonrpc: '2.0',
+      id: 9,
+      method: 'tools/call',
+      params: {
+        name: 'email_await',
+        arguments: { event: { type: 'message_received', mailbox_id: mailboxId }, timeout_seconds: 3 },
+      },
+    });
+    await waitFor('the wait to park', async () => (await activeWaits(server.url, 'message')) === 1);
+
+    await stopCluster();
+
+    const rest = await quickly('REST during the outage', () => admin.get('/v1/mailboxes'));
+    assert.equal(rest.status, 503, JSON.stringify(rest.body));
+    assert.equal(rest.body.error, 'unavailable');
+    assert.ok(Number(rest.headers.get('retry-after')) > 0, 'Retry-After');
+
+    const ingestDown = await quickly('ingest during the outage', () =>
+      admin.post(`/v1/mailboxes/${mailboxId}/messages`, { from: 'a@example.org', to: ['b@example.com'], text: 'x' }),
+    );
+    assert.equal(ingestDown.status, 503);
+
+    for (const body of [
+      { jsonrpc: '2.0', id: 1, method: 'tools/list' },
+      { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'list_mailboxes', arguments: {} } },
+      {
+        jsonrpc: '2.0',
+        id: 3,
+        method: 'tools/call',
+        params: {
+          name: 'email_await',
+          arguments: { event: { type: 'message_received', mailbox_id: mailboxId }, timeout_seconds: 30 },
+        },
+      },
+    ]) {
+      const mcp = await quickly(`/mcp ${body.method} during the outage`, () => rawMcp(server.url, agentSecret, body));
+      assert.equal(mcp.status, 503, mcp.text);
+      assert.equal(mcp.json?.jsonrpc, '2.0', mcp.text);
+      assert.equal(typeof mcp.json?.error?.code, 'number', mcp.text);
+      assert.ok(Number(mcp.headers.get('retry-after')) > 0, 'Retry-After on /mcp');
+    }
+
+    assert.equal(await quickly('/metrics during the outage', metricsUp), '0');
+    const ready = await quickly('readiness during the outage', () => fetch(`${server.url}/health/ready`));
+    assert.equal(ready.status, 503);
+    assert.match(await ready.text(), /database/);
+    const live = await fetch(`${server.url}/health/live`);
+    assert.equal(live.status, 200);
+
+    const ended = await quickly('the wait parked across the outage', () => parked);
+    assert.equal(ended.json?.id, 9, ended.text);
+    assert.ok(ended.json.result, `a tool result, not a JSON-RPC internal error: ${ended.text}`);
+    if (ended.json.result.isError) assert.equal(ended.json.result.structuredContent?.error, 'unavailable');
+
+    await startCluster();
+
+    await waitFor('REST to work again', async () => (await admin.get('/v1/mailboxes')).status === 200, {
+      timeoutMs: 20_000,
+      intervalMs: 200,
+    });
+    assert.equal(await metricsUp(), '1');
+    await waitFor('readiness again', async () => (await fetch(`${server.url}/health/ready`)).status === 200, {
+      timeoutMs: 20_000,
+      intervalMs: 200,
+    });
+    let client: Client | undefined;
+    try {
+      client = await connectMcp(server.url, agentSecret);
+      const wait = client.callTool({
+        name: 'email_await',
+        arguments: { event: { type: 'message_received', mailbox_id: mailboxId }, timeout_seconds: 20 },
+      }) as Promise<CallToolResult>;
+      await waitFor('the wait to park', async () => (await activeWaits(server.url, 'message')) === 1);
+      await ingest(admin, mailboxId, { subject: 'after the outage' });
+      const result = await wait;
+      assert.notEqual(result.isError, true, JSON.stringify(result.structuredContent));
+      assert.match(JSON.stringify(result.structuredContent), /after the outage/);
+    } finally {
+      await client?.close();
+    }
+  });
+});
