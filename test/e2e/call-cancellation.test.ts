@@ -90,7 +90,10 @@ describe('cancellation of blocking calls', () => {
         undefined,
         { timeout: 1000 },
       );
-      await assert.rejects(call, (err: unknown) => err instanceof McpError && err.code === ErrorCode.RequestTimeout);
+      await assert.rejects(
+        call,
+        (err: unknown) => err instanceof McpError && err.code === Number(ErrorCode.RequestTimeout),
+      );
       await parked(0, 'message');
       await waitFor('no request in flight', () => inFlight() === 0, { timeoutMs: FREED_WITHIN_MS });
     });

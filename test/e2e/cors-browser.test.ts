@@ -76,8 +76,9 @@ describe('CORS: browser pages on /mcp', () => {
   const allowedOrigin = () => `http://app.test:${pagePort}`;
 
   /** A browser test that skips only when Chromium is missing and the skip variable allows it. */
-  const browserIt = (name: string, body: () => Promise<void>) =>
+  const browserIt = (name: string, body: () => Promise<void>): void => {
     it(name, async (t) => (skipReason ? t.skip(skipReason) : body()));
+  };
 
   const openPage = async (origin: string): Promise<Page> => {
     const page = await browser!.newPage();
