@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { callError, callOk, connectMcp, rawMcp } from '../support/mcp';
 import { createMailbox, createToken, ingest, startTestServer, TestServer } from '../support/test-server';
@@ -176,6 +177,36 @@ describe('MCP endpoint hardening', () => {
       );
       assert.equal(res.json?.result?.task?.ttl, 60_000, res.text);
       await rawMcp(server.url, token, request('tasks/cancel', { taskId: res.json.result.task.taskId }, 3), LATEST);
+    });
+  });
+
+  describe('a task that fails at once, through callToolStream (the README example)', () => {
+    it('ends the stream with an error message; tasks/result then returns the tool error', async () => {
+      const stream = agent.experimental.tasks.callToolStream(
+        {
+          name: 'email_await',
+          arguments: { event: { type: 'message_received', mailbox_id: mailbox }, delivery: 'websocket' },
+        },
+        CallToolResultSchema,
+        { task: { ttl: 60_000 } },
+      );
+      let taskId: string | undefined;
+      const seen: string[] = [];
+      let failure: unknown;
+      for await (const message of stream) {
+        seen.push(message.type);
+        if (message.type === 'taskCreated') taskId = message.task.taskId;
+        if (message.type === 'error') {
+          const failed = await agent.experimental.tasks.getTaskResult(taskId!, CallToolResultSchema);
+          assert.equal(failed.isError, true);
+          failure = failed.structuredContent;
+        }
+      }
+      assert.deepEqual([seen[0], seen[seen.length - 1]], ['taskCreated', 'error'], seen.join(', '));
+      assert.deepEqual(
+        [(failure as { error: string }).error, (failure as { reason: string }).reason],
+        ['invalid_request', 'delivery_not_supported_with_task'],
+      );
     });
   });
 
