@@ -146,7 +146,7 @@ function valueAt(value: unknown, path: PropertyKey[]): unknown {
  * Results up to this size (as JSON) are mirrored whole in the text item. Above it the text item is
  * abridged: the full result is in structuredContent only, so a 24 MiB message is not sent twice.
  */
-export const TEXT_MIRROR_MAX_CHARS = 64 * 1024;
+const TEXT_MIRROR_MAX_CHARS = 64 * 1024;
 /** In an abridged text item, each longer string (a message's text or html) keeps this many characters. */
 const ABRIDGED_STRING_CHARS = 2000;
 

@@ -45,7 +45,7 @@ const subjectContains = z
   .describe('Only mail whose subject contains this (case-insensitive).');
 const requestIds = z.array(z.string().min(1)).min(1).max(100);
 
-/** Fields that belong to one kind of event only; the server checks the combination (eventArguments). */
+/** Fields that belong to one kind of event only; the server checks the combination (awaitArguments). */
 const MESSAGE_FIELDS = ['mailbox_id', 'from', 'subject_contains'] as const;
 const REQUEST_FIELDS = ['request_ids', 'states'] as const;
 
