@@ -14,8 +14,10 @@ const timeoutSeconds = z
   .min(0)
   .default(30)
   .describe(
-    'How long to block, in whole seconds (default 30, below the 60 s request timeout of common MCP clients; 0 checks ' +
-      'once). Message waits allow up to 300 s and request waits up to 14400 s by default; larger values are rejected.',
+    'How long to block, in whole seconds (default 30; 0 checks once). Most MCP clients give up on a request after ' +
+      '60 s: keep this at 50 or less unless your client resets its timeout on progress notifications, or run the ' +
+      'wait as a task. Message waits allow up to 300 s and request waits up to 14400 s by default; larger values ' +
+      'are rejected.',
   );
 const delivery = z
   .enum(['poll', 'websocket', 'any'])
