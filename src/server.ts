@@ -15,6 +15,7 @@ import { AlcartaExpressAdapter, closeConnectionsWhileDraining, connectionLimits 
 import { requestLogger } from './http/request-logger';
 import { requestMetrics } from './http/request-metrics';
 import { Metrics } from './metrics/metrics';
+import { mcpBrowserAccess } from './mcp/browser-access';
 import { createValidationPipe } from './http/validation';
 import { validateEnvironment } from './config/environment';
 import { createRootLogger, PinoNestLogger } from './logging/logger';
@@ -67,6 +68,7 @@ async function listen(app: NestExpressApplication, logger: Logger): Promise<Runn
   app.use(closeConnectionsWhileDraining(() => drain.isDraining));
   app.use(requestLogger(logger));
   app.use(requestMetrics(app.get(Metrics)));
+  app.use(mcpBrowserAccess(config));
   app.use(bodyParsers(config));
   app.useGlobalPipes(createValidationPipe());
 

@@ -4,6 +4,7 @@ import type { CallToolRequest, JSONRPCMessage, RequestId } from '@modelcontextpr
 import { Request, Response } from 'express';
 import { Caller } from '../auth/caller';
 import { AppConfig } from '../config/app-config';
+import { CallCancellations } from './call-cancellations';
 import { ProtocolRevision } from './protocol-revision';
 import { ToolCatalog } from './tool-catalog';
 
@@ -22,14 +23,17 @@ const SSE_HEADERS = {
  * parked call really needs is its socket, a registry entry and a deadline. This path is exactly one
  * JSON-RPC request answered by one SSE stream, the simplest case of Streamable HTTP: the message is
  * validated with the SDK's own schemas, the stream carries `: keepalive` comments and, when asked,
- * `notifications/progress`, then the JSON-RPC response, framed as the SDK frames it. Everything
- * else (initialize, tools/list, other tools, task-augmented calls, batches) goes through the SDK.
+ * `notifications/progress`, then the JSON-RPC response, framed as the SDK frames it. A
+ * `notifications/cancelled` for the call (on any replica) ends the wait and the stream without a
+ * response. Everything else (initialize, tools/list, other tools, task-augmented calls, batches)
+ * goes through the SDK.
  */
 @Injectable()
 export class BlockingCallResponder {
   constructor(
     private readonly catalog: ToolCatalog,
     private readonly config: AppConfig,
+    private readonly cancellations: CallCancellations,
   ) {}
 
   /** The request, if it is a plain call of a blocking tool this caller may use. */
@@ -52,9 +56,14 @@ export class BlockingCallResponder {
     res: Response,
   ): Promise<void> {
     const abort = new AbortController();
+    let cancelled = false;
     const send = (message: JSONRPCMessage) => {
-      if (!res.writableEnded) res.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
+      if (!cancelled && !res.writableEnded) res.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
     };
+    const untrack = this.cancellations.track(caller.tokenId, call.id, () => {
+      cancelled = true;
+      abort.abort();
+    });
     res.on('close', () => abort.abort());
     res.writeHead(200, SSE_HEADERS);
     res.flushHeaders();
@@ -85,6 +94,7 @@ export class BlockingCallResponder {
       const error = err instanceof McpError ? err : new McpError(ErrorCode.InternalError, 'Internal error');
       send({ jsonrpc: '2.0', id: call.id, error: { code: error.code, message: error.message, data: error.data } });
     } finally {
+      untrack();
       clearInterval(keepalive);
       res.end();
     }

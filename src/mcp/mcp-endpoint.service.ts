@@ -1,11 +1,19 @@
 import { Injectable } from '@nestjs/common';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import {
+  CancelledNotificationSchema,
+  ErrorCode,
+  isJSONRPCRequest,
+  JSONRPCRequestSchema,
+} from '@modelcontextprotocol/sdk/types.js';
 import { Request, Response } from 'express';
 import { Caller } from '../auth/caller';
 import { AppConfig } from '../config/app-config';
 import { BlockingCallResponder } from './blocking-call.responder';
+import { CallCancellations } from './call-cancellations';
 import { McpServerFactory } from './mcp-server.factory';
 import { ProtocolRevision, revisionOf, SUPPORTED_REVISIONS } from './protocol-revision';
+import { invalidParams } from './request-params';
 import { TASKS_REVISION } from './tool-catalog';
 
 /**
@@ -17,6 +25,7 @@ export class McpEndpoint {
   constructor(
     private readonly servers: McpServerFactory,
     private readonly blockingCalls: BlockingCallResponder,
+    private readonly cancellations: CallCancellations,
     private readonly config: AppConfig,
   ) {}
 
@@ -34,6 +43,7 @@ export class McpEndpoint {
       return;
     }
     dropTaskBeforeTasksRevision(req.body, revision);
+    await this.announceCancellations(caller, req.body);
     const blockingCall = this.blockingCalls.match(req, caller, revision);
     if (blockingCall) return this.blockingCalls.respond(blockingCall, caller, revision, res);
 
@@ -44,13 +54,52 @@ export class McpEndpoint {
       sessionIdGenerator: undefined,
       keepAliveMs: this.config.keepaliveMs,
     });
+    // A cancelled request (tasks/result, say) ends its response: closing the transport aborts its
+    // handler, which then sends nothing (MCP wants no response to a cancelled request).
+    const untrack = requestIds(req.body).map((id) =>
+      this.cancellations.track(caller.tokenId, id, () => void transport.close()),
+    );
     res.on('close', () => {
+      for (const u of untrack) u();
       void transport.close();
       void server.close();
     });
     await server.connect(transport);
+    answerInvalidParams(transport, revision);
     await transport.handleRequest(req, res, req.body);
   }
+
+  /** `notifications/cancelled` in the body: the request may be parked on any replica. */
+  private async announceCancellations(caller: Caller, body: unknown): Promise<void> {
+    for (const message of Array.isArray(body) ? body : [body]) {
+      const cancelled = CancelledNotificationSchema.safeParse(message);
+      const id = cancelled.success ? cancelled.data.params.requestId : undefined;
+      if (id !== undefined) await this.cancellations.announce(caller.tokenId, id);
+    }
+  }
+}
+
+/**
+ * Requests whose params fail the SDK's schema get -32602 with a short message before the SDK sees
+ * them (it would answer -32603 with a validator dump); the rest go on to the server as usual. Works
+ * per message, so one bad request in a batch does not spoil the others.
+ */
+function answerInvalidParams(transport: StreamableHTTPServerTransport, revision: ProtocolRevision): void {
+  const deliver = transport.onmessage;
+  transport.onmessage = (message, extra) => {
+    const problem = isJSONRPCRequest(message) ? invalidParams(message, revision) : undefined;
+    if (problem === undefined || !isJSONRPCRequest(message)) return deliver?.(message, extra);
+    void transport
+      .send({ jsonrpc: '2.0', id: message.id, error: { code: ErrorCode.InvalidParams, message: problem } })
+      .catch(() => undefined);
+  };
+}
+
+function requestIds(body: unknown): (string | number)[] {
+  return (Array.isArray(body) ? body : [body]).flatMap((message) => {
+    const request = JSONRPCRequestSchema.safeParse(message);
+    return request.success ? [request.data.id] : [];
+  });
 }
 
 /**

@@ -1,11 +1,12 @@
-import { MiddlewareConsumer, Module, NestModule } from '@nestjs/common';
+import { Module } from '@nestjs/common';
 import { ApprovalsModule } from '../approvals/approvals.module';
+import { EventsModule } from '../events/events.module';
 import { MailModule } from '../mail/mail.module';
 import { BlockingCallResponder } from './blocking-call.responder';
+import { CallCancellations } from './call-cancellations';
 import { McpController } from './mcp.controller';
 import { McpEndpoint } from './mcp-endpoint.service';
 import { McpServerFactory } from './mcp-server.factory';
-import { OriginCheckMiddleware } from './origin-check.middleware';
 import { TaskRequestHandlers } from './task-request.handlers';
 import { ToolCatalog } from './tool-catalog';
 import { TasksModule } from '../tasks/tasks.module';
@@ -15,8 +16,9 @@ import { MailTools } from './tools/mail.tools';
 import { WaitTools } from './tools/wait.tools';
 import { WaitsModule } from '../waits/waits.module';
 
+/** The MCP endpoint. Its browser access (CORS, origin check) is `mcpBrowserAccess`, set up before body parsing. */
 @Module({
-  imports: [MailModule, ApprovalsModule, WaitsModule, TasksModule],
+  imports: [MailModule, ApprovalsModule, WaitsModule, TasksModule, EventsModule],
   controllers: [McpController],
   providers: [
     MailTools,
@@ -30,12 +32,9 @@ import { WaitsModule } from '../waits/waits.module';
     ToolCatalog,
     TaskRequestHandlers,
     McpServerFactory,
+    CallCancellations,
     BlockingCallResponder,
     McpEndpoint,
   ],
 })
-export class McpModule implements NestModule {
-  configure(consumer: MiddlewareConsumer): void {
-    consumer.apply(OriginCheckMiddleware).forRoutes('mcp');
-  }
-}
+export class McpModule {}

@@ -146,11 +146,35 @@ function valueAt(value: unknown, path: PropertyKey[]): unknown {
   );
 }
 
+/**
+ * Results up to this size (as JSON) are mirrored whole in the text item. Above it the text item is
+ * abridged: the full result is in structuredContent only, so a 24 MiB message is not sent twice.
+ */
+const TEXT_MIRROR_MAX_CHARS = 64 * 1024;
+/** In an abridged text item, each longer string (a message's text or html) keeps this many characters. */
+const ABRIDGED_STRING_CHARS = 2000;
+
 function success(data: object): CallToolResult {
-  return {
-    content: [{ type: 'text', text: JSON.stringify(data) }],
-    structuredContent: data as Record<string, unknown>,
-  };
+  return { content: [{ type: 'text', text: textMirror(data) }], structuredContent: data as Record<string, unknown> };
+}
+
+/**
+ * The text item of a result: its JSON, or for a large result a short note followed by the JSON with
+ * every long string cut to its beginning (the fields stay, so a client that reads only the text
+ * still sees what the result is and where the rest is).
+ */
+function textMirror(data: object): string {
+  const json = JSON.stringify(data);
+  if (json.length <= TEXT_MIRROR_MAX_CHARS) return json;
+  const abridged = JSON.stringify(data, (_key, value: unknown) =>
+    typeof value === 'string' && value.length > ABRIDGED_STRING_CHARS
+      ? `${value.slice(0, ABRIDGED_STRING_CHARS)}… [${value.length} characters in all; see structuredContent]`
+      : value,
+  );
+  return (
+    `This result is ${json.length} characters of JSON, too large to repeat here: structuredContent has all ` +
+    `of it. Abridged (long strings cut): ${abridged}`
+  );
 }
 
 function failure(err: AlcartaError): CallToolResult {

@@ -52,7 +52,9 @@ export class MailTools implements ToolProvider {
         title: 'Read a message',
         description:
           'Returns one whole message: addresses, subject, plain text, HTML (if any), Message-ID, the Message-ID ' +
-          'it replies to, and its thread_id.',
+          'it replies to, and its thread_id. The whole message is in structuredContent; for a large message ' +
+          '(over 64 KiB) the text item is abridged: a note and the fields with text and html cut to their first ' +
+          '2,000 characters.',
         input: z.object({ message_id: z.string().min(1).describe('Message id (msg_…).') }).strict(),
         scopes: ['mail:read'],
         annotations: { readOnlyHint: true, idempotentHint: true, openWorldHint: false },

@@ -14,8 +14,10 @@ const timeoutSeconds = z
   .min(0)
   .default(30)
   .describe(
-    'How long to block, in whole seconds (default 30, below the 60 s request timeout of common MCP clients; 0 checks ' +
-      'once). Message waits allow up to 300 s and request waits up to 14400 s by default; larger values are rejected.',
+    'How long to block, in whole seconds (default 30; 0 checks once). Most MCP clients give up on a request after ' +
+      '60 s: keep this at 50 or less unless your client resets its timeout on progress notifications, or run the ' +
+      'wait as a task. Message waits allow up to 300 s and request waits up to 14400 s by default; larger values ' +
+      'are rejected.',
   );
 const delivery = z
   .enum(['poll', 'websocket', 'any'])
@@ -36,25 +38,43 @@ const states = z
   .optional()
   .describe('States to wait for (default: the terminal ones: approved, rejected, expired, cancelled).');
 
-const messageEvent = z
+const mailboxId = z.string().min(1).optional().describe('Mailbox to watch (mbx_…); omit for all your mailboxes.');
+const from = z.string().max(320).optional().describe('Only mail from this sender address (case-insensitive).');
+const subjectContains = z
+  .string()
+  .max(998)
+  .optional()
+  .describe('Only mail whose subject contains this (case-insensitive).');
+const requestIds = z.array(z.string().min(1)).min(1).max(100);
+
+/** Fields that belong to one kind of event only; the server checks the combination (awaitArguments). */
+const MESSAGE_FIELDS = ['mailbox_id', 'from', 'subject_contains'] as const;
+const REQUEST_FIELDS = ['request_ids', 'states'] as const;
+
+/**
+ * One object for both kinds of wait, told apart by `type`. It is not a discriminated union on
+ * purpose: no inputSchema may use oneOf/anyOf/allOf (SPEC 8a), because some clients (LangChain's
+ * MCP adapters) merge the variants and then reject every call.
+ */
+const awaitEvent = z
   .object({
-    type: z.literal('message_received'),
-    mailbox_id: z.string().min(1).optional().describe('Mailbox to watch (mbx_…); omit for all your mailboxes.'),
-    from: z.string().max(320).optional().describe('Only mail from this sender address (case-insensitive).'),
-    subject_contains: z
-      .string()
-      .max(998)
+    type: z
+      .enum(['message_received', 'request_state_changed'])
+      .describe('"message_received": new inbound mail. "request_state_changed": a decision on approval requests.'),
+    mailbox_id: mailboxId.describe('message_received only: mailbox to watch (mbx_…); omit for all your mailboxes.'),
+    from: from.describe('message_received only: only mail from this sender address (case-insensitive).'),
+    subject_contains: subjectContains.describe(
+      'message_received only: only mail whose subject contains this (case-insensitive).',
+    ),
+    request_ids: requestIds
       .optional()
-      .describe('Only mail whose subject contains this (case-insensitive).'),
+      .describe('request_state_changed only, required there: the requests to watch (chk_…), 1–100.'),
+    states: states.describe(
+      'request_state_changed only: states to wait for (default: approved, rejected, expired, cancelled).',
+    ),
   })
   .strict();
-const requestEvent = z
-  .object({
-    type: z.literal('request_state_changed'),
-    request_ids: z.array(z.string().min(1)).min(1).max(100).describe('Requests to watch (chk_…), 1–100.'),
-    states,
-  })
-  .strict();
+type AwaitEvent = z.output<typeof awaitEvent>;
 
 const RESULT_HELP =
   'The result is {matched, timed_out, shutdown, events, next_cursor (message waits), requests (request waits)}. ' +
@@ -85,7 +105,7 @@ export class WaitTools implements ToolProvider {
           RESULT_HELP,
         input: z
           .object({
-            event: z.discriminatedUnion('type', [messageEvent, requestEvent]).optional(),
+            event: awaitEvent.optional(),
             timeout_seconds: timeoutSeconds,
             delivery,
             since_cursor: sinceCursor,
@@ -101,8 +121,8 @@ export class WaitTools implements ToolProvider {
           .strict(),
         scopes: ['mail:read', 'approvals:read'],
         annotations: { readOnlyHint: true, idempotentHint: false, openWorldHint: false },
-        handle: (args, ctx) => this.run(args, ctx),
-        task: (args, ctx, ttl) => this.tasks.start(ctx.caller, args, ttl),
+        handle: (args, ctx) => this.run(awaitArguments(args), ctx),
+        task: (args, ctx, ttl) => this.tasks.start(ctx.caller, awaitArguments(args), ttl),
       }),
       defineTool({
         name: 'monitor_inbox',
@@ -115,10 +135,10 @@ export class WaitTools implements ToolProvider {
           RESULT_HELP,
         input: z
           .object({
-            mailbox_id: messageEvent.shape.mailbox_id,
+            mailbox_id: mailboxId,
             since_cursor: sinceCursor,
-            from: messageEvent.shape.from,
-            subject_contains: messageEvent.shape.subject_contains,
+            from,
+            subject_contains: subjectContains,
             timeout_seconds: timeoutSeconds,
             delivery,
           })
@@ -140,7 +160,7 @@ export class WaitTools implements ToolProvider {
         input: z
           .object({
             request_id: z.string().min(1).optional().describe('The request to watch (chk_…).'),
-            request_ids: requestEvent.shape.request_ids.optional(),
+            request_ids: requestIds.optional().describe('Requests to watch (chk_…), 1–100.'),
             states,
             timeout_seconds: timeoutSeconds,
             delivery,
@@ -162,6 +182,39 @@ export class WaitTools implements ToolProvider {
   private run(args: AwaitArguments, ctx: ToolContext): Promise<object> {
     return withProgress(ctx.progress, this.config.keepaliveMs, this.waits.await(ctx.caller, args, ctx.signal));
   }
+}
+
+/** email_await's flat `event` as the wait it describes, with fields of the other kind refused. */
+function awaitArguments(args: Omit<AwaitArguments, 'event'> & { event?: AwaitEvent }): AwaitArguments {
+  const { event, ...rest } = args;
+  if (!event) return rest;
+  const [own, foreign] =
+    event.type === 'message_received' ? [MESSAGE_FIELDS, REQUEST_FIELDS] : [REQUEST_FIELDS, MESSAGE_FIELDS];
+  const misplaced = foreign.find((field) => event[field] !== undefined);
+  if (misplaced) {
+    throw invalidRequest(
+      'conflicting_arguments',
+      `event.${misplaced} applies to ${event.type === 'message_received' ? 'request_state_changed' : 'message_received'} events only; this event is ${event.type} (its fields: ${own.join(', ')}).`,
+      { argument: `event.${misplaced}` },
+    );
+  }
+  if (event.type === 'message_received') {
+    return {
+      ...rest,
+      event: {
+        type: event.type,
+        mailbox_id: event.mailbox_id,
+        from: event.from,
+        subject_contains: event.subject_contains,
+      },
+    };
+  }
+  if (event.request_ids === undefined) {
+    throw invalidRequest('missing_argument', 'event.request_ids is required for a request_state_changed event.', {
+      argument: 'event.request_ids',
+    });
+  }
+  return { ...rest, event: { type: event.type, request_ids: event.request_ids, states: event.states } };
 }
 
 function inboxArguments(args: {
