@@ -2,9 +2,10 @@ import assert from 'node:assert/strict';
 
 import { connect, Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { streamMcp } from '../support/mcp';
+import { callOk, connectMcp, streamMcp } from '../support/mcp';
 import { createMailbox, createToken, ingest, startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
+import { openOk } from '../support/wait-socket';
 
 /** Opens a raw TCP connection to `url` and resolves once connected. */
 function rawConnect(url: string): Promise<Socket> {
@@ -30,7 +31,7 @@ function closedAfter(socket: Socket): Promise<number> {
  * response nobody reads is abandoned after 60 s. The defaults are checked on a server started
  * without overrides (headers: the real 10 s); the body and unread-response limits with short
  * settings, so the file stays fast. Parked waits, which keep their response open and write a
- * keep-alive now and then, are not cut by any of them.
+ * keep-alive now and then, and open websockets are not cut by any of them.
  */
 describe('slow and stuck clients', { concurrency: true }, () => {
   let defaults: TestServer;
@@ -46,6 +47,7 @@ describe('slow and stuck clients', { concurrency: true }, () => {
         ALCARTA_UNREAD_RESPONSE_TIMEOUT_SECONDS: String(SHORT.unread),
         ALCARTA_KEEPALIVE_SECONDS: '1',
       },
+      ownPublicUrl: true,
     });
   });
 
@@ -97,13 +99,37 @@ describe('slow and stuck clients', { concurrency: true }, () => {
     assert.ok(answer?.result, `the wait answered: ${stream.text.slice(-500)}`);
   });
 
+  it('does not cut a websocket that stays open longer than every limit', async () => {
+    const mailboxId = await createMailbox(short.admin);
+    const token = await createToken(short.admin, { scopes: ['mail:read'], mailboxes: [mailboxId] });
+    const waitSeconds = SHORT.body + 3;
+    const agent = await connectMcp(short.url, token.secret);
+    try {
+      const d = await callOk(agent, 'email_await', {
+        event: { type: 'message_received', mailbox_id: mailboxId },
+        timeout_seconds: waitSeconds,
+        delivery: 'websocket',
+      });
+      const opened = Date.now();
+      const socket = await openOk(d.websocket_url as string);
+      const { code } = await socket.closed;
+      assert.ok(Date.now() - opened >= waitSeconds * 1000 - 1500, 'open until the wait timed out');
+      assert.equal(code, 1000, 'closed normally, after its result');
+      assert.equal(socket.frames.at(-1)?.timed_out, true, JSON.stringify(socket.frames.at(-1)));
+    } finally {
+      await agent.close();
+    }
+  });
+
   it('abandons a large response the client does not read, and releases its connection', async () => {
     const mailboxId = await createMailbox(short.admin);
     const token = await createToken(short.admin, { scopes: ['mail:read'], mailboxes: [mailboxId] });
     const messageId = await ingest(short.admin, mailboxId, { text: 'unread '.repeat(3_000_000) });
+    // The server's end of the test's connection (other tests use this server at the same time).
+    const serverSockets = new Map<number, Socket>();
     const http = short.running.app.getHttpServer();
-    const connections = () => new Promise<number>((resolve) => http.getConnections((_, n) => resolve(n)));
-    const before = await connections();
+    const track = (s: Socket) => serverSockets.set(s.remotePort ?? 0, s);
+    http.on('connection', track);
 
     const socket = await rawConnect(short.url);
     const body = JSON.stringify({
@@ -121,13 +147,15 @@ describe('slow and stuck clients', { concurrency: true }, () => {
         `Accept: application/json, text/event-stream\r\nAuthorization: Bearer ${token.secret}\r\n` +
         `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
     );
-    await waitFor('the server to accept the connection', async () => (await connections()) > before);
+    const serverSide = await waitFor('the server to accept the connection', () => serverSockets.get(socket.localPort!));
+    http.off('connection', track);
     const sent = Date.now();
-    await waitFor('the unread response to be abandoned', async () => (await connections()) === before, {
+    await waitFor('the unread response to be abandoned', () => serverSide.destroyed, {
       timeoutMs: SHORT.unread * 1000 + 15_000,
       intervalMs: 100,
     });
     assert.ok(Date.now() - sent >= SHORT.unread * 1000 - 500, 'not before the limit');
+    assert.equal(serverSide.writableLength, 0, 'its buffered output is released');
     socket.resume();
     await waitFor('the client to see the connection end', () => ended);
   });
