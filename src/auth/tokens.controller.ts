@@ -1,4 +1,5 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post } from '@nestjs/common';
+import { PathId } from '../http/validation';
 import { RequireScopes } from './auth.decorators';
 import { CreateTokenDto } from './dto/create-token.dto';
 import { TokenService } from './token.service';
@@ -25,7 +26,7 @@ export class TokensController {
 
   @Delete(':token_id')
   @HttpCode(204)
-  async revoke(@Param('token_id') tokenId: string): Promise<void> {
+  async revoke(@Param('token_id', new PathId('tok', 'token')) tokenId: string): Promise<void> {
     await this.tokens.revoke(tokenId);
   }
 }
