@@ -86,6 +86,10 @@ function hostileValues(random: () => number): Hostile[] {
     ['emoji 1000', '😀'.repeat(1000)],
     ['CRLF header injection', 'x\r\nX-Injected: 1'],
     ['quote injection', "' OR '1'='1"],
+    ['LIKE metacharacters', '%_\\'],
+    ['date before PostgreSQL', '-271821-04-20T00:00:00Z'],
+    ['date far ahead', '+275760-09-13T00:00:00Z'],
+    ['year 0', '0000-01-01T00:00:00Z'],
     ['markup', '<script>alert(1)</script>'],
     ['mailbox-shaped id', 'mbx_AAAAAAAAAAAAAAAAAAAAAA'],
     ['request-shaped id', 'chk_AAAAAAAAAAAAAAAAAAAAAA'],
@@ -369,6 +373,7 @@ describe('hostile input: no 5xx and no internals, over every route and tool', ()
    * deep, absent) always, and a seeded sample of the others, which keeps the run short.
    */
   const CORE = [
+    'date before PostgreSQL',
     'NUL inside',
     'lone high surrogate',
     'null',
@@ -422,19 +427,21 @@ describe('hostile input: no 5xx and no internals, over every route and tool', ()
   });
 
   it('REST JSON fields and query parameters × hostile values', async () => {
-    const ingestBase = {
+    let ingested = 0;
+    // A new Message-ID each time: a duplicate would be answered before its fields reach the database.
+    const ingestBase = () => ({
       from: 'sender@example.org',
       to: ['agent@example.com'],
       cc: ['cc@example.com'],
       subject: 'Hello',
       text: 'Body',
       html: '<p>Body</p>',
-      message_id_header: '<base@example.org>',
+      message_id_header: `<base-${++ingested}@example.org>`,
       in_reply_to: '<parent@example.org>',
       received_at: '2025-01-01T00:00:00Z',
-    };
+    });
     const routes: { method: string; path: string; base: () => Record<string, unknown> }[] = [
-      { method: 'POST', path: `/v1/mailboxes/${mailboxId}/messages`, base: () => ingestBase },
+      { method: 'POST', path: `/v1/mailboxes/${mailboxId}/messages`, base: ingestBase },
       { method: 'POST', path: `/v1/requests/${requestId}/approve`, base: () => ({ reason: 'ok' }) },
       { method: 'POST', path: `/v1/requests/${requestId}/reject`, base: () => ({ reason: 'no' }) },
       { method: 'POST', path: '/v1/mailboxes', base: () => ({ address: `m-${randomUUID()}@example.com`, name: 'n' }) },

@@ -96,6 +96,16 @@ describe('input safety: unstorable text, over-long mail headers, impossible ids,
     assert.equal(await count('SELECT count(*) AS n FROM tokens'), 2);
   });
 
+  it('a received_at PostgreSQL cannot store (JavaScript reaches year -271821) is 400 invalid_field', async () => {
+    const message = { from: 'sender@example.org', to: ['agent@example.com'], subject: 'Hi', text: 'Body' };
+    for (const receivedAt of ['-271821-04-20T00:00:00Z', '+275760-09-13T00:00:00Z', '0000-12-31T00:00:00Z']) {
+      const res = await rest.post(ingestPath(), { ...message, received_at: receivedAt });
+      assertRefused(res, 400, 'invalid_request', 'invalid_field', receivedAt);
+      assert.equal(res.body.field, 'received_at');
+    }
+    assert.equal(await countMessages(), 0);
+  });
+
   it('a decision reason or a query parameter with a NUL is 400 invalid_characters', async () => {
     const { request_id: requestId } = await callOk(agent, 'request_approval', { mailbox_id: mailboxId, title: 'Go?' });
     assertRefused(
