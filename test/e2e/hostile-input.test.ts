@@ -440,14 +440,32 @@ describe('hostile input: no 5xx and no internals, over every route and tool', ()
       in_reply_to: '<parent@example.org>',
       received_at: '2025-01-01T00:00:00Z',
     });
-    const routes: { method: string; path: string; base: () => Record<string, unknown> }[] = [
-      { method: 'POST', path: `/v1/mailboxes/${mailboxId}/messages`, base: ingestBase },
-      { method: 'POST', path: `/v1/requests/${requestId}/approve`, base: () => ({ reason: 'ok' }) },
-      { method: 'POST', path: `/v1/requests/${requestId}/reject`, base: () => ({ reason: 'no' }) },
-      { method: 'POST', path: '/v1/mailboxes', base: () => ({ address: `m-${randomUUID()}@example.com`, name: 'n' }) },
+    // A pending request per decision, so every valid mutation is stored rather than refused as 409.
+    const pending: string[] = [];
+    const agent = await connectMcp(server.url, server.adminToken);
+    try {
+      for (let i = 0; i < 20; i++) {
+        const batch = Array.from({ length: 4 }, () =>
+          callOk(agent, 'request_approval', { mailbox_id: mailboxId, title: 'to decide' }),
+        );
+        for (const created of await Promise.all(batch)) pending.push(created.request_id as string);
+      }
+    } finally {
+      await agent.close();
+    }
+    const decision = (action: string) => () => `/v1/requests/${pending.pop() ?? requestId}/${action}`;
+    const routes: { method: string; path: () => string; base: () => Record<string, unknown> }[] = [
+      { method: 'POST', path: () => `/v1/mailboxes/${mailboxId}/messages`, base: ingestBase },
+      { method: 'POST', path: decision('approve'), base: () => ({ reason: 'ok' }) },
+      { method: 'POST', path: decision('reject'), base: () => ({ reason: 'no' }) },
       {
         method: 'POST',
-        path: '/v1/tokens',
+        path: () => '/v1/mailboxes',
+        base: () => ({ address: `m-${randomUUID()}@example.com`, name: 'n' }),
+      },
+      {
+        method: 'POST',
+        path: () => '/v1/tokens',
         base: () => ({ name: 't', scopes: ['mail:read'], mailboxes: [mailboxId], expires_at: '2099-01-01T00:00:00Z' }),
       },
     ];
@@ -456,31 +474,33 @@ describe('hostile input: no 5xx and no internals, over every route and tool', ()
       const fields = Object.keys(route.base());
       for (const field of [...fields, 'unknown_field']) {
         for (const v of valuesFor()) {
+          const path = route.path();
           cases.push({
-            label: `${route.method} ${route.path} ${field}=${v.label}`,
+            label: `${route.method} ${path} ${field}=${v.label}`,
             surface: 'rest',
             method: route.method,
-            path: route.path,
+            path,
             headers: authorised({ 'content-type': 'application/json' }),
             body: json(mutate(route.base(), field, v.value)),
           });
         }
       }
+      const path = route.path();
       for (const v of sample(values, 12)) {
         cases.push({
-          label: `${route.method} ${route.path} body=${v.label}`,
+          label: `${route.method} ${path} body=${v.label}`,
           surface: 'rest',
           method: route.method,
-          path: route.path,
+          path,
           headers: authorised({ 'content-type': 'application/json' }),
           body: json(v.value),
         });
         // The value under a hostile key.
         cases.push({
-          label: `${route.method} ${route.path} key \\u0000 / __proto__ = ${v.label}`,
+          label: `${route.method} ${path} key \\u0000 / __proto__ = ${v.label}`,
           surface: 'rest',
           method: route.method,
-          path: route.path,
+          path,
           headers: authorised({ 'content-type': 'application/json' }),
           body: `{"\\u0000":${json(v.value)},"__proto__":${json(v.value)},"constructor":{"prototype":${json(v.value)}}}`,
         });
