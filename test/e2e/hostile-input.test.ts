@@ -310,8 +310,10 @@ describe('hostile input: no 5xx and no internals, over every route and tool', ()
     }
     const text = await res.text();
     if (res.status >= 500) return `status ${res.status}: ${text.slice(0, 300)}`;
+    // Also as it reads once unescaped: a dump inside a JSON string has its quotes and newlines escaped.
+    const unescaped = text.replace(/\\"/g, '"').replace(/\\n/g, '\n');
     for (const [what, pattern] of LEAKS) {
-      if (pattern.test(text)) return `${what} in the body: ${text.slice(0, 300)}`;
+      if (pattern.test(text) || pattern.test(unescaped)) return `${what} in the body: ${text.slice(0, 300)}`;
     }
     const contentType = res.headers.get('content-type') ?? '';
     const messages: any[] = [];
