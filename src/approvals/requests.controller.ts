@@ -1,6 +1,7 @@
 import { Body, Controller, Get, HttpCode, Param, Post, Query } from '@nestjs/common';
 import { CurrentCaller, RequireScopes } from '../auth/auth.decorators';
 import { Caller } from '../auth/caller';
+import { PathId } from '../http/validation';
 import { ApprovalService } from './approval.service';
 import { DecideRequestDto } from './dto/decide-request.dto';
 import { ListRequestsQuery } from './dto/list-requests.query';
@@ -18,13 +19,21 @@ export class RequestsController {
 
   @Post(':request_id/approve')
   @HttpCode(200)
-  approve(@CurrentCaller() caller: Caller, @Param('request_id') id: string, @Body() body: DecideRequestDto) {
+  approve(
+    @CurrentCaller() caller: Caller,
+    @Param('request_id', new PathId('chk', 'request')) id: string,
+    @Body() body: DecideRequestDto,
+  ) {
     return this.approvals.decide(caller, id, 'approved', body.reason ?? null);
   }
 
   @Post(':request_id/reject')
   @HttpCode(200)
-  reject(@CurrentCaller() caller: Caller, @Param('request_id') id: string, @Body() body: DecideRequestDto) {
+  reject(
+    @CurrentCaller() caller: Caller,
+    @Param('request_id', new PathId('chk', 'request')) id: string,
+    @Body() body: DecideRequestDto,
+  ) {
     return this.approvals.decide(caller, id, 'rejected', body.reason ?? null);
   }
 }

@@ -1,4 +1,5 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post } from '@nestjs/common';
+import { PathId } from '../http/validation';
 import { CurrentCaller, RequireScopes } from './auth.decorators';
 import { Caller } from './caller';
 import { CreateTokenDto } from './dto/create-token.dto';
@@ -26,7 +27,10 @@ export class TokensController {
 
   @Delete(':token_id')
   @HttpCode(204)
-  async revoke(@CurrentCaller() caller: Caller, @Param('token_id') tokenId: string): Promise<void> {
+  async revoke(
+    @CurrentCaller() caller: Caller,
+    @Param('token_id', new PathId('tok', 'token')) tokenId: string,
+  ): Promise<void> {
     await this.tokens.revoke(caller, tokenId);
   }
 }

@@ -1,4 +1,5 @@
 import express, { NextFunction, Request, RequestHandler, Response } from 'express';
+import { findJsonProblem, invalidCharacters, MAX_JSON_DEPTH } from '../common/text-safety';
 import { AppConfig } from '../config/app-config';
 
 const INGEST_PATH = /^\/v1\/mailboxes\/[^/]+\/messages\/?$/;
@@ -14,6 +15,11 @@ interface BodyParserError {
  * `message/rfc822` up to ALCARTA_MAX_INGEST_BYTES, everything else JSON up to ALCARTA_MAX_BODY_BYTES.
  * Parser failures are answered here, in the dialect of the route (JSON-RPC for /mcp), instead of
  * reaching Express's default HTML error page.
+ *
+ * Before routing, a parsed JSON body is also checked for what no handler should meet (SPEC 8a):
+ * nesting deeper than MAX_JSON_DEPTH (class-transformer and the validators recurse), and, on REST
+ * routes, text PostgreSQL cannot store (NUL, lone surrogates) in any value or key, and in the query
+ * string. On /mcp the text is checked per tool call instead, so the answer can be a tool error.
  */
 export function bodyParsers(config: AppConfig): RequestHandler {
   const json = express.json({ limit: config.maxBodyBytes });
@@ -24,11 +30,42 @@ export function bodyParsers(config: AppConfig): RequestHandler {
   return (req: Request, res: Response, next: NextFunction) => {
     const parsers = req.method === 'POST' && INGEST_PATH.test(req.path) ? ingest : [json];
     const runFrom = (i: number) => {
-      if (i === parsers.length) return next();
+      if (i === parsers.length) return inspect(req, res, next);
       parsers[i](req, res, (err?: unknown) => (err ? reject(req, res, err) : runFrom(i + 1)));
     };
     runFrom(0);
   };
+}
+
+function inspect(req: Request, res: Response, next: NextFunction): void {
+  const mcp = req.path === '/mcp';
+  const body: unknown = req.body;
+  const problem =
+    typeof body === 'object' && body !== null && !Buffer.isBuffer(body)
+      ? findJsonProblem(body, { checkText: !mcp })
+      : undefined;
+  if (problem?.kind === 'too_deep') {
+    const message = `The request body nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels.`;
+    if (mcp) {
+      res
+        .status(400)
+        .json({ jsonrpc: '2.0', id: null, error: { code: -32600, message: `Invalid Request: ${message}` } });
+      return;
+    }
+    res.status(400).json({ error: 'invalid_request', reason: 'too_deeply_nested', message });
+    return;
+  }
+  if (problem?.kind === 'invalid_characters') {
+    res.status(400).json(invalidCharacters(problem.path, 'field').toBody());
+    return;
+  }
+  const query = mcp ? undefined : findJsonProblem(req.query, { checkText: true });
+  if (query) {
+    const error = invalidCharacters(query.path, 'field');
+    res.status(400).json({ ...error.toBody(), message: `The query parameter ${error.message}` });
+    return;
+  }
+  next();
 }
 
 function reject(req: Request, res: Response, err: BodyParserError): void {

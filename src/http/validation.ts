@@ -1,7 +1,8 @@
-import { ValidationError, ValidationPipe } from '@nestjs/common';
+import { PipeTransform, ValidationError, ValidationPipe } from '@nestjs/common';
 import { plainToInstance } from 'class-transformer';
 import { validate } from 'class-validator';
-import { AlcartaError, invalidRequest } from '../common/errors';
+import { AlcartaError, invalidRequest, notFound } from '../common/errors';
+import { hasIdShape, IdPrefix } from '../common/ids';
 
 const VALIDATOR_OPTIONS = { whitelist: true, forbidNonWhitelisted: true, forbidUnknownValues: true };
 
@@ -57,4 +58,20 @@ export async function validateBody<T extends object>(cls: new () => T, body: unk
   const errors = await validate(instance, VALIDATOR_OPTIONS);
   if (errors.length > 0) throw validationError(errors);
   return instance;
+}
+
+/**
+ * For an id in a URL path: one that cannot name anything (another prefix, a NUL, `..`, over-long)
+ * is `not_found` at once, without a query, exactly like an unknown id of the right shape.
+ */
+export class PathId implements PipeTransform<string, string> {
+  constructor(
+    private readonly prefix: IdPrefix,
+    private readonly kind: Parameters<typeof notFound>[0],
+  ) {}
+
+  transform(value: string): string {
+    if (!hasIdShape(value, this.prefix)) throw notFound(this.kind, value);
+    return value;
+  }
 }

@@ -3,7 +3,7 @@ import { Request } from 'express';
 import { CurrentCaller, RequireScopes } from '../auth/auth.decorators';
 import { Caller } from '../auth/caller';
 import { invalidRequest } from '../common/errors';
-import { validateBody } from '../http/validation';
+import { PathId, validateBody } from '../http/validation';
 import { IngestMessageDto } from './dto/ingest-message.dto';
 import { InboundMessage } from './inbound-message';
 import { MessageService } from './message.service';
@@ -25,7 +25,7 @@ export class MessageIngestController {
   @Post()
   async ingest(
     @CurrentCaller() caller: Caller,
-    @Param('mailbox_id') mailboxId: string,
+    @Param('mailbox_id', new PathId('mbx', 'mailbox')) mailboxId: string,
     @Req() req: Request,
     @Body() body: unknown,
   ) {

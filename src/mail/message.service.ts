@@ -5,7 +5,7 @@ import { Caller } from '../auth/caller';
 import { notFound } from '../common/errors';
 import { newId } from '../common/ids';
 import { EventLog } from '../events/event-log';
-import { InboundMessage } from './inbound-message';
+import { InboundMessage, withinInboundLimits } from './inbound-message';
 import { MailboxRepository } from './mailbox.repository';
 import { MessageCursor } from './message-cursor';
 import { MessageEntity } from './message.entity';
@@ -37,12 +37,14 @@ export class MessageService {
    * Stores an inbound message and announces it. Idempotent on the Message-ID header: a second
    * ingest of the same Message-ID into the same mailbox returns the first message and changes
    * nothing. The mailbox lock taken first makes concurrent duplicates wait for each other.
+   * Over-long header values are stored cut to INBOUND_LIMITS.
    */
   async ingest(
     caller: Caller,
     mailboxId: string,
-    input: InboundMessage,
+    message: InboundMessage,
   ): Promise<{ messageId: string; duplicate: boolean }> {
+    const input = withinInboundLimits(message);
     if (!(await this.mailboxes.findVisible(mailboxId, caller.mailboxAccess))) throw notFound('mailbox', mailboxId);
     return this.dataSource.transaction(async (manager) => {
       await this.sequence.lock(manager, mailboxId);

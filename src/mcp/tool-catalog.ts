@@ -4,6 +4,7 @@ import type { CallToolResult, CreateTaskResult, Tool } from '@modelcontextprotoc
 import { z } from 'zod';
 import { Caller } from '../auth/caller';
 import { AlcartaError, invalidRequest } from '../common/errors';
+import { assertStorableJson } from '../common/text-safety';
 import { databaseFailureError } from '../database/database-errors';
 import { TaskService, TaskView } from '../tasks/task.service';
 import { ProtocolRevision } from './protocol-revision';
@@ -123,6 +124,7 @@ export class ToolCatalog {
 export const TASKS_REVISION: ProtocolRevision = '2025-11-25';
 
 function parseArguments(tool: ToolDefinition, raw: unknown): Record<string, unknown> {
+  assertStorableJson(raw, 'argument');
   const parsed = tool.input.safeParse(raw);
   if (parsed.success) return parsed.data;
   const issue = parsed.error.issues[0];

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { Caller } from '../auth/caller';
 import { AccessEndReason, CredentialRevocationHooks } from '../auth/credential-revocation';
 import { AlcartaError, conflict, invalidRequest } from '../common/errors';
-import { newId } from '../common/ids';
+import { hasIdShape, newId } from '../common/ids';
 import { AppConfig } from '../config/app-config';
 import { PersistedWaitRepository } from '../waits/persisted-wait.repository';
 import { WaitEngine } from '../waits/wait-engine';
@@ -117,7 +117,9 @@ export class TaskService {
 
   /** Cancels a working task: it is `cancelled` before this returns, and its wait stops everywhere. */
   async cancel(caller: Caller, taskId: string): Promise<TaskView> {
-    const outcome = await this.tasks.cancel(taskId, caller.tokenId, 'The task was cancelled by request.');
+    const outcome = hasIdShape(taskId, 'task')
+      ? await this.tasks.cancel(taskId, caller.tokenId, 'The task was cancelled by request.')
+      : null;
     if (!outcome) throw taskNotFound(taskId);
     if (!outcome.cancelled) {
       throw conflict('task_terminal', `Cannot cancel task: already in terminal status '${outcome.task.status}'.`, {
@@ -165,7 +167,8 @@ export class TaskService {
   }
 
   private async find(caller: Caller, taskId: string): Promise<TaskEntity> {
-    const task = await this.tasks.findForToken(taskId, caller.tokenId);
+    // An id that cannot be a task's (a NUL, another shape) is unknown without asking the database.
+    const task = hasIdShape(taskId, 'task') ? await this.tasks.findForToken(taskId, caller.tokenId) : null;
     if (!task) throw taskNotFound(taskId);
     return task;
   }
@@ -226,7 +229,9 @@ function parseCursor(cursor: string): TaskPosition {
       Buffer.from(cursor.slice(CURSOR_PREFIX.length), 'base64url').toString(),
     ) as unknown[];
     const date = new Date(createdAt as string);
-    if (typeof createdAt !== 'string' || typeof id !== 'string' || Number.isNaN(date.getTime())) throw fail();
+    if (typeof createdAt !== 'string' || typeof id !== 'string' || !(date.getTime() >= 0)) throw fail();
+    // Only what tasks/list writes: a task id and a date PostgreSQL can compare (no NUL, no year -200000).
+    if (!hasIdShape(id, 'task') || date.getFullYear() > 9999) throw fail();
     return { createdAt: date, id };
   } catch {
     throw fail();

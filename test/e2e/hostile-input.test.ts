@@ -1,0 +1,842 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { callOk, connectMcp, rawMcp } from '../support/mcp';
+import { createMailbox, ingest, startTestServer, TestServer } from '../support/test-server';
+
+/**
+ * SPEC 8a "No input produces a 5xx", generated: every REST route of SPEC §7 and every MCP tool of
+ * tools/list, each field and position crossed with a list of hostile values (NUL, lone surrogates,
+ * huge strings and numbers, wrong types, arrays for objects, deep nesting, garbage and empty
+ * bodies, wrong content types, over-long headers, impossible ids, hostile MIME). Every answer must
+ * be a 2xx or a 4xx with a reason, with no internal detail, and no tool call may end in -32603.
+ *
+ * Deterministic: random strings and bytes come from a PRNG seeded with ALCARTA_HOSTILE_SEED
+ * (default below), and every failure names its case, so a failing run reproduces exactly.
+ */
+const SEED = Number(process.env.ALCARTA_HOSTILE_SEED ?? 0x5eed);
+const CONCURRENCY = 6;
+
+/** Internal detail that must never reach a client. */
+const LEAKS: [string, RegExp][] = [
+  ['stack trace', /\n\s+at |\s{4}at [\w.<>]+ \(/],
+  ['TypeORM error', /QueryFailedError|EntityNotFound|TypeORM/],
+  ['PostgreSQL error', /invalid byte sequence|violates|syntax error|relation "|unsupported Unicode escape|SQLSTATE/i],
+  ['zod dump', /"code":\s*"invalid_type"|"expected":|ZodError/],
+  ['JavaScript error', /TypeError|ReferenceError|RangeError|Maximum call stack/],
+  ['file path', /node_modules|\/dist\//],
+];
+
+/** mulberry32: a small, fast, seedable PRNG (the same sequence for the same seed everywhere). */
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const nestArray = (depth: number): unknown => {
+  let v: unknown = 'leaf';
+  for (let i = 0; i < depth; i++) v = [v];
+  return v;
+};
+const nestObject = (depth: number): unknown => {
+  let v: unknown = 'leaf';
+  for (let i = 0; i < depth; i++) v = { k: v };
+  return v;
+};
+
+interface Hostile {
+  label: string;
+  value: unknown;
+}
+
+/** Hostile JSON values, the same list for every field and argument. */
+function hostileValues(random: () => number): Hostile[] {
+  const randomText = (length: number) => {
+    // Any UTF-16 unit, NUL, controls and unpaired surrogates included.
+    let s = '';
+    for (let i = 0; i < length; i++) s += String.fromCharCode(Math.floor(random() * 0x10000));
+    return s;
+  };
+  const values: [string, unknown][] = [
+    ['null', null],
+    ['true', true],
+    ['0', 0],
+    ['-1', -1],
+    ['1.5', 1.5],
+    ['1e-7', 1e-7],
+    ['1e308', 1e308],
+    ['-1e308', -1e308],
+    ['2^53+1', 2 ** 53 + 1],
+    ['empty string', ''],
+    ['spaces', '   '],
+    ['NUL', '\u0000'],
+    ['NUL inside', 'a\u0000b'],
+    ['lone high surrogate', '\ud800'],
+    ['lone low surrogate', 'x\udc00y'],
+    ['reversed pair', '\ude00\ud83d'],
+    ['percent NUL', '%00'],
+    ['dot dot', '../../etc/passwd'],
+    ['RTL override', '\u202eevil'],
+    ['emoji 1000', '😀'.repeat(1000)],
+    ['CRLF header injection', 'x\r\nX-Injected: 1'],
+    ['quote injection', "' OR '1'='1"],
+    ['LIKE metacharacters', '%_\\'],
+    ['date before PostgreSQL', '-271821-04-20T00:00:00Z'],
+    ['date far ahead', '+275760-09-13T00:00:00Z'],
+    ['year 0', '0000-01-01T00:00:00Z'],
+    ['markup', '<script>alert(1)</script>'],
+    ['mailbox-shaped id', 'mbx_AAAAAAAAAAAAAAAAAAAAAA'],
+    ['request-shaped id', 'chk_AAAAAAAAAAAAAAAAAAAAAA'],
+    ['100k string', 'x'.repeat(100_000)],
+    ['random text', randomText(64)],
+    ['random text 2', randomText(512)],
+    ['empty array', []],
+    ['array of NUL', ['\u0000']],
+    ['array of 5000', Array.from({ length: 5000 }, (_, i) => i)],
+    ['array 60 deep', nestArray(60)],
+    ['array 70 deep', nestArray(70)],
+    ['empty object', {}],
+    ['object with NUL key', { '\u0000': 1 }],
+    ['object with surrogate deep', { a: { b: { c: '\ud800' } } }],
+    ['object 60 deep', nestObject(60)],
+    ['__proto__ key', JSON.parse('{"__proto__": {"polluted": true}}')],
+  ];
+  return values.map(([label, value]) => ({ label, value }));
+}
+
+/** Ids in a URL path: impossible shapes, encodings, traversal, unicode, over-long. */
+const HOSTILE_PATH_IDS = [
+  '%00',
+  'x%00',
+  '%2500',
+  '..',
+  '..%2F..',
+  '%2e%2e',
+  '.',
+  '%20',
+  '%',
+  '%zz',
+  '%ED%A0%80',
+  '%F0%9F%98%80',
+  '%C3%BC',
+  '*',
+  'null',
+  '-1',
+  '1e309',
+  'a'.repeat(6000),
+  'tok_AAAAAAAAAAAAAAAAAAAAAA',
+  'mbx_AAAAAAAAAAAAAAAAAAAAAA',
+  'chk_AAAAAAAAAAAAAAAAAAAAAA',
+  'chk_%00',
+  'mbx_%00',
+  'tok_%00',
+];
+
+/** Query values (already encoded). */
+const HOSTILE_QUERY_VALUES = [
+  '',
+  '%00',
+  'a%00b',
+  '%ED%A0%80',
+  '%',
+  '-1',
+  '0',
+  '1.5',
+  '1e309',
+  '99999999999999999999999',
+  'NaN',
+  'x'.repeat(6000),
+  '%F0%9F%98%80',
+  'pending&state=approved',
+  '[]',
+];
+
+const CONTENT_TYPES = [
+  'application/json',
+  'application/json; charset=utf-16',
+  'application/json; charset=bogus',
+  'text/plain',
+  'application/x-www-form-urlencoded',
+  'multipart/form-data; boundary=x',
+  'message/rfc822',
+  'application/octet-stream',
+  'application/merge-patch+json',
+];
+
+function hostileBodies(random: () => number): [string, Buffer][] {
+  const bytes = (n: number) => Buffer.from(Array.from({ length: n }, () => Math.floor(random() * 256)));
+  return [
+    ['empty', Buffer.alloc(0)],
+    ['null', Buffer.from('null')],
+    ['string', Buffer.from('"text"')],
+    ['number', Buffer.from('5')],
+    ['array', Buffer.from('[1,2]')],
+    ['truncated', Buffer.from('{"a":')],
+    ['unterminated string', Buffer.from('{"a":"')],
+    ['bad escape', Buffer.from('{"a":"\\x00"}')],
+    ['escaped NUL key', Buffer.from('{"\\u0000":"\\ud800"}')],
+    ['BOM', Buffer.from('\ufeff{}')],
+    ['utf-16', Buffer.from('{"name":"x"}', 'utf16le')],
+    ['raw NUL bytes', Buffer.from([0x7b, 0x00, 0x7d])],
+    ['random bytes', bytes(300)],
+    ['random bytes 2', bytes(4000)],
+    ['100,000 deep', Buffer.from('['.repeat(100_000) + ']'.repeat(100_000))],
+    ['100,000 deep unclosed', Buffer.from('{"a":'.repeat(100_000))],
+    ['duplicate keys', Buffer.from('{"name":"a","name":{"x":1}}')],
+  ];
+}
+
+/** Raw RFC 5322 messages with hostile MIME and headers. */
+function hostileMessages(random: () => number): [string, Buffer][] {
+  const mail = (...lines: string[]) => Buffer.from(lines.join('\r\n') + '\r\n', 'latin1');
+  const head = ['From: s@example.org', 'To: agent@example.com'];
+  const nestedMultipart = (depth: number) => {
+    const lines = [...head, 'Subject: nested'];
+    for (let i = 0; i < depth; i++) lines.push(`Content-Type: multipart/mixed; boundary=b${i}`, '', `--b${i}`);
+    lines.push('Content-Type: text/plain', '', 'deep');
+    for (let i = depth - 1; i >= 0; i--) lines.push(`--b${i}--`);
+    return mail(...lines);
+  };
+  const manyParts = (count: number) => {
+    const lines = [...head, 'Content-Type: multipart/mixed; boundary=p', ''];
+    for (let i = 0; i < count; i++) lines.push('--p', 'Content-Type: text/plain', '', `part ${i}`);
+    lines.push('--p--');
+    return mail(...lines);
+  };
+  const bytes = (n: number) => Buffer.from(Array.from({ length: n }, () => Math.floor(random() * 256)));
+  return [
+    ['garbage', bytes(2000)],
+    ['garbage after headers', Buffer.concat([mail(...head, ''), bytes(3000)])],
+    ['only CRLF', Buffer.from('\r\n')],
+    ['only headers', mail(...head)],
+    ['no From', mail('To: agent@example.com', 'Subject: x', '', 'b')],
+    ['empty From', mail('From:', 'To: x@example.com', '', 'b')],
+    ['From group', mail('From: team: a@example.org, b@example.org;', '', 'b')],
+    ['NUL in headers', mail('From: s\u0000@example.org', 'To: a\u0000@example.com', 'Subject: a\u0000', '', 'b\u0000')],
+    ['8-bit headers', mail('From: "Jörg" <j@example.org>', 'Subject: Grüße \u00ff\u00fe', '', 'b')],
+    [
+      'unknown charset',
+      mail(...head, 'Subject: =?x-unknown?B?AAEC?=', 'Content-Type: text/plain; charset=x-bogus', '', 'b'),
+    ],
+    [
+      'utf-16 lone surrogate',
+      mail(...head, 'Subject: =?utf-16le?B?ANg=?=', 'Message-ID: <=?utf-16le?B?ANg=?=@x>', '', 'b'),
+    ],
+    ['utf-7', mail(...head, 'Content-Type: text/plain; charset=utf-7', '', '+2D3cAA-')],
+    ['broken base64', mail(...head, 'Content-Transfer-Encoding: base64', '', '!!!!====****')],
+    ['broken quoted-printable', mail(...head, 'Content-Transfer-Encoding: quoted-printable', '', '=ZZ=0=\u0000')],
+    ['multipart without boundary', mail(...head, 'Content-Type: multipart/mixed', '', '--x', '', 'a')],
+    ['unclosed multipart', mail(...head, 'Content-Type: multipart/mixed; boundary=q', '', '--q', '', 'a')],
+    ['nested 200 deep', nestedMultipart(200)],
+    ['2000 parts', manyParts(2000)],
+    [
+      'message/rfc822 inside',
+      mail(...head, 'Content-Type: message/rfc822', '', 'From: inner@example.org', '', 'inner'),
+    ],
+    ['long Message-ID', mail(...head, `Message-ID: <${'m'.repeat(5000)}@x>`, '', 'b')],
+    ['long In-Reply-To', mail(...head, `In-Reply-To: <${'i'.repeat(5000)}@x>`, '', 'b')],
+    [
+      '70,000 References',
+      mail(...head, `References: ${Array.from({ length: 70_000 }, (_, i) => `<r${i}@x>`).join(' ')}`, '', 'b'),
+    ],
+    ['30,000 header lines', mail(...head, ...Array.from({ length: 30_000 }, (_, i) => `X-H${i}: v`), '', 'b')],
+    ['1 MB subject', mail(...head, `Subject: ${'s'.repeat(1_000_000)}`, '', 'b')],
+    [
+      '10,000 recipients',
+      mail(
+        'From: s@example.org',
+        `To: ${Array.from({ length: 10_000 }, (_, i) => `r${i}@example.com`).join(', ')}`,
+        '',
+        'b',
+      ),
+    ],
+    ['long address', mail(`From: ${'a'.repeat(5000)}@example.org`, 'To: x@example.com', '', 'b')],
+    ['bad date', mail(...head, 'Date: yesterday at noon, -99999', '', 'b')],
+  ];
+}
+
+/** One request of the run. */
+interface Case {
+  label: string;
+  surface: 'rest' | 'mcp';
+  method: string;
+  path: string;
+  headers?: Record<string, string>;
+  body?: string | Buffer;
+}
+
+interface Failure {
+  label: string;
+  problem: string;
+}
+
+/** Valid arguments of every tool, each call answering at once (timeout_seconds: 0). */
+type Baselines = Record<string, Record<string, unknown>>;
+
+describe('hostile input: no 5xx and no internals, over every route and tool', () => {
+  let server: TestServer;
+  let mailboxId: string;
+  let messageId: string;
+  let requestId: string;
+  const random = prng(SEED);
+  const values = hostileValues(random);
+  let sent = 0;
+
+  const json = (value: unknown) => JSON.stringify(value);
+  const authorised = (headers: Record<string, string> = {}) => ({
+    authorization: `Bearer ${server.adminToken}`,
+    ...headers,
+  });
+
+  /** Sends one case and returns what is wrong with its answer, if anything. */
+  async function check(c: Case): Promise<string | undefined> {
+    sent++;
+    let res: Response;
+    try {
+      res = await fetch(server.url + c.path, {
+        method: c.method,
+        headers: c.headers,
+        body: c.body,
+        signal: AbortSignal.timeout(20_000),
+      });
+    } catch (err) {
+      return `no answer: ${(err as Error).message}`;
+    }
+    const text = await res.text();
+    if (res.status >= 500) return `status ${res.status}: ${text.slice(0, 300)}`;
+    // Also as it reads once unescaped: a dump inside a JSON string has its quotes and newlines escaped.
+    const unescaped = text.replace(/\\"/g, '"').replace(/\\n/g, '\n');
+    for (const [what, pattern] of LEAKS) {
+      if (pattern.test(text) || pattern.test(unescaped)) return `${what} in the body: ${text.slice(0, 300)}`;
+    }
+    const contentType = res.headers.get('content-type') ?? '';
+    const messages: any[] = [];
+    if (contentType.includes('text/event-stream')) {
+      for (const line of text.split('\n')) if (line.startsWith('data: ')) messages.push(JSON.parse(line.slice(6)));
+    } else if (contentType.includes('json') && text) {
+      messages.push(JSON.parse(text));
+    }
+    if (c.surface === 'rest') {
+      const body = messages[0];
+      if (res.status >= 400 && body && (typeof body.error !== 'string' || typeof body.reason !== 'string')) {
+        return `a ${res.status} without error and reason: ${text.slice(0, 300)}`;
+      }
+      // The database's refusal (database-errors.ts) is a backstop: input must be checked before SQL.
+      if (body?.reason === 'invalid_input') return `refused by the database, not by a check: ${text.slice(0, 300)}`;
+      return undefined;
+    }
+    for (const m of messages) {
+      if (m?.error?.code === -32603) return `JSON-RPC -32603: ${text.slice(0, 300)}`;
+      if (m?.error && typeof m.error.message !== 'string') return `JSON-RPC error without a message: ${text}`;
+      const result = m?.result;
+      if (result?.isError) {
+        const sc = result.structuredContent;
+        if (typeof sc?.error !== 'string' || typeof sc?.reason !== 'string') {
+          return `a tool error without error and reason: ${text.slice(0, 300)}`;
+        }
+      }
+    }
+    return undefined;
+  }
+
+  async function runAll(cases: Case[]): Promise<Failure[]> {
+    const failures: Failure[] = [];
+    let next = 0;
+    const worker = async () => {
+      while (next < cases.length) {
+        const c = cases[next++];
+        const problem = await check(c);
+        if (problem) failures.push({ label: c.label, problem });
+      }
+    };
+    await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+    return failures;
+  }
+
+  const report = (failures: Failure[], total: number) => {
+    if (failures.length === 0) return;
+    assert.fail(
+      `${failures.length} of ${total} requests failed (seed ${SEED}; ALCARTA_HOSTILE_SEED reproduces):\n` +
+        failures
+          .slice(0, 20)
+          .map((f) => `  ${f.label}: ${f.problem}`)
+          .join('\n'),
+    );
+  };
+
+  /**
+   * The values tried at one position: the core ones (unstorable text, wrong types, extremes, too
+   * deep, absent) always, and a seeded sample of the others, which keeps the run short.
+   */
+  const CORE = [
+    'date before PostgreSQL',
+    'NUL inside',
+    'lone high surrogate',
+    'null',
+    '1e308',
+    '-1',
+    '1.5',
+    'empty array',
+    'empty object',
+    '100k string',
+    'array 70 deep',
+  ];
+  const valuesFor = (): Hostile[] => [
+    ...values.filter((v) => CORE.includes(v.label)),
+    ...sample(
+      values.filter((v) => !CORE.includes(v.label)),
+      6,
+    ),
+    { label: 'absent', value: undefined },
+  ];
+
+  /** `count` of the items, picked by the seeded PRNG. */
+  const sample = <T>(items: T[], count: number): T[] =>
+    Array.from({ length: count }, () => items[Math.floor(random() * items.length)]);
+
+  /** The base object with `path` (dotted) set to `value`, or removed when `value` is undefined. */
+  function mutate(base: Record<string, unknown>, path: string, value: unknown): Record<string, unknown> {
+    const copy = structuredClone(base);
+    const keys = path.split('.');
+    let target: Record<string, unknown> = copy;
+    for (const key of keys.slice(0, -1)) {
+      if (typeof target[key] !== 'object' || target[key] === null) target[key] = {};
+      target = target[key] as Record<string, unknown>;
+    }
+    const last = keys[keys.length - 1];
+    if (value === undefined) delete target[last];
+    else target[last] = value;
+    return copy;
+  }
+
+  before(async () => {
+    // Thousands of requests with one token, as fast as possible: rate limiting would refuse most of
+    // them before they reach the code under test.
+    server = await startTestServer({ env: { ALCARTA_RATE_LIMIT_PER_SECOND: '0' } });
+    mailboxId = await createMailbox(server.admin);
+    messageId = await ingest(server.admin, mailboxId, { subject: 'baseline' });
+    const agent = await connectMcp(server.url, server.adminToken);
+    requestId = (await callOk(agent, 'request_approval', { mailbox_id: mailboxId, title: 'baseline' })).request_id;
+    await agent.close();
+  });
+
+  after(async () => {
+    await server?.close();
+  });
+
+  it('REST JSON fields and query parameters × hostile values', async () => {
+    let ingested = 0;
+    // A new Message-ID each time: a duplicate would be answered before its fields reach the database.
+    const ingestBase = () => ({
+      from: 'sender@example.org',
+      to: ['agent@example.com'],
+      cc: ['cc@example.com'],
+      subject: 'Hello',
+      text: 'Body',
+      html: '<p>Body</p>',
+      message_id_header: `<base-${++ingested}@example.org>`,
+      in_reply_to: '<parent@example.org>',
+      received_at: '2025-01-01T00:00:00Z',
+    });
+    // A pending request per decision, so every valid mutation is stored rather than refused as 409.
+    const pending: string[] = [];
+    const agent = await connectMcp(server.url, server.adminToken);
+    try {
+      for (let i = 0; i < 20; i++) {
+        const batch = Array.from({ length: 4 }, () =>
+          callOk(agent, 'request_approval', { mailbox_id: mailboxId, title: 'to decide' }),
+        );
+        for (const created of await Promise.all(batch)) pending.push(created.request_id as string);
+      }
+    } finally {
+      await agent.close();
+    }
+    const decision = (action: string) => () => `/v1/requests/${pending.pop() ?? requestId}/${action}`;
+    const routes: { method: string; path: () => string; base: () => Record<string, unknown> }[] = [
+      { method: 'POST', path: () => `/v1/mailboxes/${mailboxId}/messages`, base: ingestBase },
+      { method: 'POST', path: decision('approve'), base: () => ({ reason: 'ok' }) },
+      { method: 'POST', path: decision('reject'), base: () => ({ reason: 'no' }) },
+      {
+        method: 'POST',
+        path: () => '/v1/mailboxes',
+        base: () => ({ address: `m-${randomUUID()}@example.com`, name: 'n' }),
+      },
+      {
+        method: 'POST',
+        path: () => '/v1/tokens',
+        base: () => ({ name: 't', scopes: ['mail:read'], mailboxes: [mailboxId], expires_at: '2099-01-01T00:00:00Z' }),
+      },
+    ];
+    const cases: Case[] = [];
+    for (const route of routes) {
+      const fields = Object.keys(route.base());
+      for (const field of [...fields, 'unknown_field']) {
+        for (const v of valuesFor()) {
+          const path = route.path();
+          cases.push({
+            label: `${route.method} ${path} ${field}=${v.label}`,
+            surface: 'rest',
+            method: route.method,
+            path,
+            headers: authorised({ 'content-type': 'application/json' }),
+            body: json(mutate(route.base(), field, v.value)),
+          });
+        }
+      }
+      const path = route.path();
+      for (const v of sample(values, 12)) {
+        cases.push({
+          label: `${route.method} ${path} body=${v.label}`,
+          surface: 'rest',
+          method: route.method,
+          path,
+          headers: authorised({ 'content-type': 'application/json' }),
+          body: json(v.value),
+        });
+        // The value under a hostile key.
+        cases.push({
+          label: `${route.method} ${path} key \\u0000 / __proto__ = ${v.label}`,
+          surface: 'rest',
+          method: route.method,
+          path,
+          headers: authorised({ 'content-type': 'application/json' }),
+          body: `{"\\u0000":${json(v.value)},"__proto__":${json(v.value)},"constructor":{"prototype":${json(v.value)}}}`,
+        });
+      }
+    }
+    for (const param of ['state', 'mailbox_id', 'limit', 'unknown']) {
+      for (const value of HOSTILE_QUERY_VALUES) {
+        for (const query of [
+          `${param}=${value}`,
+          ...sample([`${param}[]=${value}`, `${param}=${value}&${param}=1`], 1),
+        ]) {
+          cases.push({
+            label: `GET /v1/requests?${query.slice(0, 60)}`,
+            surface: 'rest',
+            method: 'GET',
+            path: `/v1/requests?${query}`,
+            headers: authorised(),
+          });
+        }
+      }
+    }
+    const failures = await runAll(cases);
+    report(failures, cases.length);
+  });
+
+  it('path ids, raw bodies, content types and headers on every REST route', async () => {
+    const cases: Case[] = [];
+    const idRoutes: [string, (id: string) => string, string?][] = [
+      ['DELETE', (id) => `/v1/tokens/${id}`],
+      ['POST', (id) => `/v1/requests/${id}/approve`, '{}'],
+      ['POST', (id) => `/v1/requests/${id}/reject`, '{"reason":"r"}'],
+      [
+        'POST',
+        (id) => `/v1/mailboxes/${id}/messages`,
+        json({ from: 'a@example.org', to: [], subject: 's', text: 't' }),
+      ],
+      ['GET', (id) => `/v1/mailboxes/${id}`],
+      ['GET', (id) => `/v1/tokens/${id}`],
+    ];
+    for (const [method, path, body] of idRoutes) {
+      for (const id of HOSTILE_PATH_IDS) {
+        cases.push({
+          label: `${method} ${path(id.slice(0, 40))}`,
+          surface: 'rest',
+          method,
+          path: path(id),
+          headers: authorised(body ? { 'content-type': 'application/json' } : {}),
+          body,
+        });
+      }
+    }
+    const postRoutes = [
+      `/v1/mailboxes/${mailboxId}/messages`,
+      `/v1/requests/${requestId}/approve`,
+      '/v1/mailboxes',
+      '/v1/tokens',
+    ];
+    const bodies = hostileBodies(random);
+    for (const path of postRoutes) {
+      for (const contentType of CONTENT_TYPES) {
+        for (const [label, body] of contentType === 'application/json' ? bodies : sample(bodies, 5)) {
+          cases.push({
+            label: `POST ${path} ${contentType} ${label}`,
+            surface: 'rest',
+            method: 'POST',
+            path,
+            headers: authorised({ 'content-type': contentType }),
+            body,
+          });
+        }
+      }
+      cases.push({
+        label: `POST ${path} no content type`,
+        surface: 'rest',
+        method: 'POST',
+        path,
+        headers: authorised(),
+        body: '{}',
+      });
+      cases.push({
+        label: `POST ${path} gzip garbage`,
+        surface: 'rest',
+        method: 'POST',
+        path,
+        headers: authorised({ 'content-type': 'application/json', 'content-encoding': 'gzip' }),
+        body: Buffer.from('not gzip at all'),
+      });
+      cases.push({
+        label: `POST ${path} unknown encoding`,
+        surface: 'rest',
+        method: 'POST',
+        path,
+        headers: authorised({ 'content-type': 'application/json', 'content-encoding': 'br, x-bogus' }),
+        body: '{}',
+      });
+    }
+    const everyRoute: [string, string][] = [
+      ['GET', '/v1/mailboxes'],
+      ['GET', '/v1/tokens'],
+      ['GET', '/v1/requests'],
+      ['GET', '/health/live'],
+      ['GET', '/health/ready'],
+      ['GET', '/metrics'],
+      ['GET', '/v1/waits/ws?ticket=%00'],
+      ['GET', '/mcp'],
+      ['DELETE', '/mcp'],
+      ['PUT', '/v1/tokens'],
+      ['PATCH', '/v1/mailboxes'],
+      ['OPTIONS', '/v1/tokens'],
+      ['GET', '/%00'],
+      ['GET', '/..%2F..%2Fetc%2Fpasswd'],
+    ];
+    const hostileHeaders: [string, Record<string, string>][] = [
+      ['over-long header', { 'x-long': 'h'.repeat(40_000) }],
+      ['over-long authorization', { authorization: `Bearer alc_${'x'.repeat(20_000)}` }],
+      ['long authorization', { authorization: `Bearer alc_${'x'.repeat(4000)}` }],
+      ['basic authorization', { authorization: 'Basic YTpi' }],
+      ['empty bearer', { authorization: 'Bearer ' }],
+      ['latin1 bearer', { authorization: 'Bearer alc_\u00ff\u00fe' }],
+      ['wst bearer', { authorization: `Bearer wst_${'A'.repeat(43)}` }],
+      ['no authorization', {}],
+      ['500 headers', Object.fromEntries(Array.from({ length: 500 }, (_, i) => [`x-h${i}`, 'v']))],
+      ['bogus accept', authorised({ accept: '\u00ff/\u00fe' })],
+      ['bogus forwarded', authorised({ 'x-forwarded-for': 'not an ip, %00, ::::', forwarded: 'for="[::1' })],
+      ['bogus protocol version', authorised({ 'mcp-protocol-version': 'x'.repeat(300) })],
+    ];
+    for (const [method, path] of everyRoute) {
+      for (const [label, headers] of hostileHeaders) {
+        const surface = path === '/mcp' ? 'mcp' : 'rest';
+        cases.push({ label: `${method} ${path} ${label}`, surface, method, path, headers });
+      }
+    }
+    for (const [label, message] of hostileMessages(random)) {
+      cases.push({
+        label: `ingest message/rfc822 ${label}`,
+        surface: 'rest',
+        method: 'POST',
+        path: `/v1/mailboxes/${mailboxId}/messages`,
+        headers: authorised({ 'content-type': 'message/rfc822' }),
+        body: message,
+      });
+    }
+    const failures = await runAll(cases);
+    report(failures, cases.length);
+  });
+
+  it('every tool of tools/list: each argument × hostile values, hostile keys, raw bodies on /mcp', async () => {
+    const baselines: Baselines = {
+      list_mailboxes: {},
+      list_messages: { mailbox_id: mailboxId, limit: 5 },
+      get_message: { message_id: messageId },
+      send_email: { mailbox_id: mailboxId, to: ['a@example.org'], subject: 's', text: 't' },
+      request_approval: { mailbox_id: mailboxId, title: 't' },
+      get_request: { request_id: requestId },
+      cancel_request: { request_id: 'chk_AAAAAAAAAAAAAAAAAAAAAA' },
+      email_await: { event: { type: 'message_received', mailbox_id: mailboxId }, timeout_seconds: 0 },
+      monitor_inbox: { mailbox_id: mailboxId, timeout_seconds: 0 },
+      monitor_approval: { request_id: requestId, timeout_seconds: 0 },
+    };
+    const listed = await rawMcp(server.url, server.adminToken, { jsonrpc: '2.0', id: 1, method: 'tools/list' });
+    const tools = listed.json.result.tools as { name: string; inputSchema: any }[];
+    assert.ok(tools.length >= 10);
+    for (const tool of tools) assert.ok(baselines[tool.name], `no baseline arguments for the tool ${tool.name}`);
+
+    let id = 0;
+    const call = (label: string, name: string, args: unknown, protocol = '2025-11-25'): Case => ({
+      label,
+      surface: 'mcp',
+      method: 'POST',
+      path: '/mcp',
+      headers: authorised({
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': protocol,
+      }),
+      body: json({ jsonrpc: '2.0', id: ++id, method: 'tools/call', params: { name, arguments: args } }),
+    });
+    const cases: Case[] = [];
+    for (const tool of tools) {
+      const base = baselines[tool.name];
+      for (const path of argumentPaths(tool.inputSchema)) {
+        for (const v of valuesFor()) {
+          // Without timeout_seconds a wait would block for its default 30 s: not a hostile case.
+          if (v.value === undefined && path === 'timeout_seconds') continue;
+          cases.push(call(`${tool.name} ${path}=${v.label}`, tool.name, mutate(base, path, v.value)));
+        }
+      }
+      // Hostile keys with a sample of the values (every value is tried at every argument above).
+      for (const v of sample(values, 8)) {
+        cases.push(call(`${tool.name} key \\u0000=${v.label}`, tool.name, { ...base, '\u0000': v.value }));
+        cases.push(call(`${tool.name} key \\ud800=${v.label}`, tool.name, { ...base, '\ud800': v.value }));
+        cases.push(
+          call(`${tool.name} key __proto__=${v.label}`, tool.name, {
+            ...base,
+            ...JSON.parse(`{"__proto__":${json(v.value)}}`),
+          }),
+        );
+      }
+      // The task-augmented form of the tools that run as tasks, with a hostile argument.
+      for (const v of values.filter((_, i) => i % 4 === 0)) {
+        const args = mutate(base, Object.keys(base)[0] ?? 'x', v.value);
+        const body = json({
+          jsonrpc: '2.0',
+          id: ++id,
+          method: 'tools/call',
+          params: { name: tool.name, arguments: args, task: { ttl: 60_000 } },
+        });
+        cases.push({ ...call(`${tool.name} as a task, ${v.label}`, tool.name, args), body });
+      }
+      // The older revisions take the same path.
+      cases.push(
+        call(
+          `${tool.name} at 2025-03-26 NUL`,
+          tool.name,
+          mutate(base, Object.keys(base)[0] ?? 'x', '\u0000'),
+          '2025-03-26',
+        ),
+      );
+    }
+    const rawHeaders = authorised({
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+    });
+    for (const [label, body] of hostileBodies(random)) {
+      cases.push({
+        label: `/mcp body ${label}`,
+        surface: 'mcp',
+        method: 'POST',
+        path: '/mcp',
+        headers: rawHeaders,
+        body,
+      });
+    }
+    for (const [method, params] of [
+      ['tasks/get', { taskId: '\u0000' }],
+      ['tasks/get', { taskId: 'task_\ud800' }],
+      ['tasks/get', { taskId: 'x'.repeat(100_000) }],
+      ['tasks/result', { taskId: '\u0000' }],
+      ['tasks/cancel', { taskId: '../..' }],
+      ['tasks/list', { cursor: '\u0000' }],
+      ['tasks/list', { cursor: `tc1.${Buffer.from('["2020-01-01T00:00:00Z","task_\\u0000"]').toString('base64url')}` }],
+      [
+        'tasks/list',
+        { cursor: `tc1.${Buffer.from('[' + '['.repeat(5000) + ']'.repeat(5000) + ']').toString('base64url')}` },
+      ],
+      ['ping', { _meta: { '\u0000': '\ud800' } }],
+      ['\u0000', {}],
+      ['x'.repeat(10_000), {}],
+    ] as [string, unknown][]) {
+      cases.push({
+        label: `/mcp ${method.slice(0, 20)} ${JSON.stringify(params).slice(0, 60)}`,
+        surface: 'mcp',
+        method: 'POST',
+        path: '/mcp',
+        headers: authorised({
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'mcp-protocol-version': '2025-11-25',
+        }),
+        body: json({ jsonrpc: '2.0', id: ++id, method, params }),
+      });
+    }
+    const failures = await runAll(cases);
+    report(failures, cases.length);
+  });
+
+  it('JSON-RPC method params answer -32602, never -32603', async () => {
+    const cases: Case[] = [];
+    const headers = authorised({
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2025-11-25',
+    });
+    const bodies: [string, unknown][] = [
+      ['tools/call arguments null', { method: 'tools/call', params: { name: 'list_mailboxes', arguments: null } }],
+      ['tools/call arguments array', { method: 'tools/call', params: { name: 'list_mailboxes', arguments: [] } }],
+      ['tools/call arguments string', { method: 'tools/call', params: { name: 'list_mailboxes', arguments: 'x' } }],
+      ['tools/call name 5', { method: 'tools/call', params: { name: 5 } }],
+      ['tools/call params {}', { method: 'tools/call', params: {} }],
+      [
+        'tools/call task.ttl "30"',
+        { method: 'tools/call', params: { name: 'monitor_inbox', arguments: {}, task: { ttl: '30' } } },
+      ],
+      [
+        'initialize protocolVersion 5',
+        {
+          method: 'initialize',
+          params: { protocolVersion: 5, capabilities: {}, clientInfo: { name: 'x', version: '1' } },
+        },
+      ],
+    ];
+    for (const [label, body] of bodies) {
+      cases.push({
+        label,
+        surface: 'mcp',
+        method: 'POST',
+        path: '/mcp',
+        headers,
+        body: json({ jsonrpc: '2.0', id: 1, ...(body as object) }),
+      });
+    }
+    report(await runAll(cases), cases.length);
+  });
+
+  it('afterwards the server still serves ordinary requests', async (t) => {
+    t.diagnostic(`${sent} hostile requests (seed ${SEED})`);
+    assert.ok(sent > 1000, `only ${sent} hostile requests were sent`);
+    assert.equal((await server.admin.get('/v1/tokens')).status, 200);
+    const id = await ingest(server.admin, mailboxId, { subject: 'after the storm' });
+    const agent = await connectMcp(server.url, server.adminToken);
+    try {
+      assert.equal((await callOk(agent, 'get_message', { message_id: id })).subject, 'after the storm');
+    } finally {
+      await agent.close();
+    }
+    assert.equal((await fetch(`${server.url}/health/ready`)).status, 200);
+  });
+});
+
+/** Dotted paths of every argument of a tool's inputSchema, nested object properties included. */
+function argumentPaths(schema: any): string[] {
+  const paths: string[] = [];
+  const visit = (node: any, prefix: string) => {
+    const variants = [node, ...(node?.oneOf ?? []), ...(node?.anyOf ?? [])];
+    for (const variant of variants) {
+      for (const [key, child] of Object.entries<any>(variant?.properties ?? {})) {
+        const path = prefix ? `${prefix}.${key}` : key;
+        if (!paths.includes(path)) paths.push(path);
+        if (child?.properties || child?.oneOf || child?.anyOf) visit(child, path);
+      }
+    }
+  };
+  visit(schema, '');
+  return paths;
+}
