@@ -26,6 +26,14 @@ function toolError(result: CallToolResult): { error: string; reason: string; mes
   return result.structuredContent as { error: string; reason: string; message: string };
 }
 
+/** A parked call that the revocation at `revokedAt` ended with the unauthorized tool error, at once. */
+async function assertRevokedAtOnce(pending: Promise<CallToolResult>, revokedAt: number): Promise<void> {
+  const body = toolError(await pending);
+  const elapsed = Date.now() - revokedAt;
+  assert.deepEqual({ error: body.error, reason: body.reason }, { error: 'unauthorized', reason: 'token_revoked' });
+  assert.ok(elapsed <= AT_ONCE_MS, `ended ${elapsed} ms after the revocation`);
+}
+
 /** A socket ended by its token: ready, then the error frame (and nothing else), then close 1008. */
 async function assertSocketEnded(socket: OpenedSocket, waitId: string, reason: string): Promise<void> {
   const { code } = await socket.closed;
@@ -127,10 +135,7 @@ describe('revocation and expiry end what a token holds', () => {
     }) as Promise<CallToolResult>;
     await parked('poll', 1);
     const revokedAt = await revoke(agent.id);
-    const body = toolError(await pending);
-    const elapsed = Date.now() - revokedAt;
-    assert.deepEqual({ error: body.error, reason: body.reason }, { error: 'unauthorized', reason: 'token_revoked' });
-    assert.ok(elapsed <= AT_ONCE_MS, `ended ${elapsed} ms after the revocation`);
+    await assertRevokedAtOnce(pending, revokedAt);
     await parked('poll', 0);
   });
 
@@ -166,10 +171,7 @@ describe('revocation and expiry end what a token holds', () => {
     }) as Promise<CallToolResult>;
     await parked('poll', 1);
     const revokedAt = await revoke(agent.id);
-    const body = toolError(await pending);
-    const elapsed = Date.now() - revokedAt;
-    assert.deepEqual({ error: body.error, reason: body.reason }, { error: 'unauthorized', reason: 'token_revoked' });
-    assert.ok(elapsed <= AT_ONCE_MS, `ended ${elapsed} ms after the revocation`);
+    await assertRevokedAtOnce(pending, revokedAt);
   });
 
   it('an unused websocket URL becomes 401 ticket_invalid and stays unused; later mail is delivered to nobody', async () => {
