@@ -12,6 +12,7 @@ import { RestExceptionFilter } from './http/rest-exception.filter';
 import { LoggingModule } from './logging/logging.module';
 import { MailModule } from './mail/mail.module';
 import { LifecycleModule } from './lifecycle/lifecycle.module';
+import { OutboxModule } from './outbox/outbox.module';
 import { McpModule } from './mcp/mcp.module';
 import { MetricsCoreModule } from './metrics/metrics-core.module';
 import { MetricsModule } from './metrics/metrics.module';
@@ -31,6 +32,7 @@ export class AppModule {
         DatabaseModule.forRoot(),
         EventsModule,
         MailModule,
+        OutboxModule,
         ApprovalsModule,
         AuthModule,
         WaitsModule,

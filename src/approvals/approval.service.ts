@@ -1,12 +1,14 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
+import { MessageEntity } from '../mail/message.entity';
 import { Caller } from '../auth/caller';
 import { conflict, invalidRequest, notFound } from '../common/errors';
 import { newId } from '../common/ids';
 import { EventLog } from '../events/event-log';
 import { MailboxService } from '../mail/mailbox.service';
 import { MessageService } from '../mail/message.service';
+import { OutboxService } from '../outbox/outbox.service';
 import { ApprovalRequestEntity, EmailDraft, RequestKind, RequestState } from './approval-request.entity';
 import { ApprovalRequestRepository } from './approval-request.repository';
 import { createdRequestView, requestView } from './request.views';
@@ -48,6 +50,7 @@ export class ApprovalService {
     private readonly requests: ApprovalRequestRepository,
     private readonly mailboxes: MailboxService,
     private readonly messages: MessageService,
+    private readonly outbox: OutboxService,
     private readonly eventLog: EventLog,
   ) {}
 
@@ -201,8 +204,9 @@ export class ApprovalService {
     request.decidedAt = now;
     request.decidedBy = decidedBy;
     request.reason = reason;
+    let sent: MessageEntity | undefined;
     if (to === 'approved' && request.kind === 'send_email' && request.email) {
-      const sent = await this.messages.recordOutbound(manager, request.mailboxId, {
+      sent = await this.messages.recordOutbound(manager, request.mailboxId, {
         from: request.email.from,
         to: request.email.to,
         cc: request.email.cc,
@@ -221,6 +225,7 @@ export class ApprovalService {
       previous_state: from,
       changed_at: now.toISOString(),
     });
+    if (sent) await this.outbox.enqueue(manager, sent, request.id);
   }
 }
 

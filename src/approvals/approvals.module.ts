@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { EventsModule } from '../events/events.module';
 import { MailModule } from '../mail/mail.module';
+import { OutboxModule } from '../outbox/outbox.module';
 import { ApprovalRequestEntity } from './approval-request.entity';
 import { ApprovalRequestRepository } from './approval-request.repository';
 import { ApprovalService } from './approval.service';
@@ -9,7 +10,7 @@ import { RequestExpirySweeper } from './request-expiry.sweeper';
 import { RequestsController } from './requests.controller';
 
 @Module({
-  imports: [TypeOrmModule.forFeature([ApprovalRequestEntity]), MailModule, EventsModule],
+  imports: [TypeOrmModule.forFeature([ApprovalRequestEntity]), MailModule, OutboxModule, EventsModule],
   controllers: [RequestsController],
   providers: [ApprovalRequestRepository, ApprovalService, RequestExpirySweeper],
   exports: [ApprovalService, RequestExpirySweeper],

@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { Environment } from './environment';
 
@@ -32,6 +33,19 @@ export class AppConfig {
   readonly unreadResponseTimeoutMs: number;
   /** 0: no rate limit. */
   readonly rateLimitPerSecond: number;
+  /** Undefined: no SMTP listener. */
+  readonly smtpPort: number | undefined;
+  readonly smtpHostname: string;
+  readonly smtpTls: { certFile: string; keyFile: string } | undefined;
+  readonly smtpAuthRequired: boolean;
+  readonly smtpMaxClients: number;
+  readonly mailAuthentication: boolean;
+  /** Undefined: approved mail is recorded with delivery status `not_configured`. */
+  readonly smtpRelayUrl: string | undefined;
+  readonly dkim: { selector: string; privateKeyFile: string } | undefined;
+  readonly smtpRetryMaxMs: number;
+  readonly smtpRetryBaseMs: number;
+  readonly outboxLeaseMs: number;
 
   constructor(env: Environment) {
     this.port = env.PORT;
@@ -65,5 +79,22 @@ export class AppConfig {
     this.requestTimeoutMs = Math.max(env.ALCARTA_BODY_TIMEOUT_SECONDS, env.ALCARTA_HEADERS_TIMEOUT_SECONDS) * 1000;
     this.unreadResponseTimeoutMs = env.ALCARTA_UNREAD_RESPONSE_TIMEOUT_SECONDS * 1000;
     this.rateLimitPerSecond = env.ALCARTA_RATE_LIMIT_PER_SECOND;
+    this.smtpPort = env.ALCARTA_SMTP_PORT === 'off' ? undefined : Number(env.ALCARTA_SMTP_PORT);
+    this.smtpHostname = env.ALCARTA_SMTP_HOSTNAME ?? hostname();
+    this.smtpTls =
+      env.ALCARTA_SMTP_TLS_CERT_FILE && env.ALCARTA_SMTP_TLS_KEY_FILE
+        ? { certFile: env.ALCARTA_SMTP_TLS_CERT_FILE, keyFile: env.ALCARTA_SMTP_TLS_KEY_FILE }
+        : undefined;
+    this.smtpAuthRequired = env.ALCARTA_SMTP_AUTH === 'required';
+    this.smtpMaxClients = env.ALCARTA_SMTP_MAX_CLIENTS;
+    this.mailAuthentication = env.ALCARTA_MAIL_AUTH === 'on';
+    this.smtpRelayUrl = env.ALCARTA_SMTP_RELAY_URL;
+    this.dkim =
+      env.ALCARTA_DKIM_SELECTOR && env.ALCARTA_DKIM_PRIVATE_KEY_FILE
+        ? { selector: env.ALCARTA_DKIM_SELECTOR, privateKeyFile: env.ALCARTA_DKIM_PRIVATE_KEY_FILE }
+        : undefined;
+    this.smtpRetryMaxMs = env.ALCARTA_SMTP_RETRY_MAX_SECONDS * 1000;
+    this.smtpRetryBaseMs = env.ALCARTA_SMTP_RETRY_BASE_SECONDS * 1000;
+    this.outboxLeaseMs = env.ALCARTA_OUTBOX_LEASE_SECONDS * 1000;
   }
 }

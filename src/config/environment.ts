@@ -159,6 +159,80 @@ export class Environment {
   @IsInt()
   @Min(0)
   ALCARTA_RATE_LIMIT_PER_SECOND: number = 50;
+
+  /** Inbound SMTP port (SPEC 9), or `off`. */
+  @Matches(/^(off|\d{1,5})$/, { message: 'ALCARTA_SMTP_PORT must be a port number or "off"' })
+  ALCARTA_SMTP_PORT: string = '2525';
+
+  /** The host name the SMTP server greets with and writes into Received/Authentication-Results. */
+  @Transform(emptyToUndefined)
+  @IsOptional()
+  @IsString()
+  ALCARTA_SMTP_HOSTNAME?: string;
+
+  /** STARTTLS is offered when both are set (PEM files). */
+  @Transform(emptyToUndefined)
+  @IsOptional()
+  @IsString()
+  ALCARTA_SMTP_TLS_CERT_FILE?: string;
+
+  @Transform(emptyToUndefined)
+  @IsOptional()
+  @IsString()
+  ALCARTA_SMTP_TLS_KEY_FILE?: string;
+
+  /** `required`: SMTP clients must authenticate with a `mail:ingest` token as the password. */
+  @IsIn(['off', 'required'])
+  ALCARTA_SMTP_AUTH: 'off' | 'required' = 'off';
+
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  ALCARTA_SMTP_MAX_CLIENTS: number = 100;
+
+  /** Sender authentication (SPF, DKIM, DMARC, ARC) of inbound mail; `off` looks nothing up. */
+  @IsIn(['on', 'off'])
+  ALCARTA_MAIL_AUTH: 'on' | 'off' = 'on';
+
+  /** Outbound relay: smtp://user:pass@host:587 (STARTTLS) or smtps://user:pass@host:465 (TLS). */
+  @Transform(emptyToUndefined)
+  @IsOptional()
+  @Matches(/^smtps?:\/\/[^\s]+$/, { message: 'ALCARTA_SMTP_RELAY_URL must be an smtp:// or smtps:// URL' })
+  ALCARTA_SMTP_RELAY_URL?: string;
+
+  /** DKIM signing of outbound mail for the mailbox's domain, when both are set. */
+  @Transform(emptyToUndefined)
+  @IsOptional()
+  @Matches(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, { message: 'ALCARTA_DKIM_SELECTOR must be a DNS label' })
+  ALCARTA_DKIM_SELECTOR?: string;
+
+  @Transform(emptyToUndefined)
+  @IsOptional()
+  @IsString()
+  ALCARTA_DKIM_PRIVATE_KEY_FILE?: string;
+
+  /** Temporary delivery failures are retried for this long after the message was queued. */
+  @Type(() => Number)
+  @IsInt()
+  @Min(0)
+  ALCARTA_SMTP_RETRY_MAX_SECONDS: number = 86400;
+
+  /** First retry delay; each later one doubles (with jitter), capped at one hour. */
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(3600)
+  ALCARTA_SMTP_RETRY_BASE_SECONDS: number = 30;
+
+  /**
+   * A replica's claim on a message it is sending. A claim older than this (the replica died
+   * mid-delivery) is taken over by another replica; one attempt is cut off well before it.
+   */
+  @Type(() => Number)
+  @IsInt()
+  @Min(2)
+  @Max(3600)
+  ALCARTA_OUTBOX_LEASE_SECONDS: number = 120;
 }
 
 /** Validates raw environment variables; throws one error that lists every invalid variable. */

@@ -3,6 +3,7 @@ import { TokenEntity } from '../auth/token.entity';
 import { EventEntity } from '../events/event.entity';
 import { MailboxEntity } from '../mail/mailbox.entity';
 import { MessageEntity } from '../mail/message.entity';
+import { OutboundDeliveryEntity } from '../outbox/outbound-delivery.entity';
 import { TaskEntity } from '../tasks/task.entity';
 import { PersistedWaitEntity } from '../waits/persisted-wait.entity';
 
@@ -19,4 +20,5 @@ export const ENTITIES = [
   EventEntity,
   PersistedWaitEntity,
   TaskEntity,
+  OutboundDeliveryEntity,
 ];

@@ -11,6 +11,19 @@ export interface MessageEventPayload {
   from: string;
   subject: string;
   received_at: string;
+  /** Inbound mail only (SPEC 9). */
+  authentication?: { spf: string; dkim: string; dmarc: string; arc: string };
+  from_verified?: boolean;
+}
+
+/** A change of an outbound message's delivery status (SPEC 9). */
+export interface DeliveryEventPayload {
+  type: 'message_delivery_changed';
+  mailbox_id: string;
+  message_id: string;
+  request_id: string | null;
+  status: string;
+  changed_at: string;
 }
 
 export interface RequestEventPayload {
@@ -47,6 +60,26 @@ export class EventLog {
       payload: { ...payload },
     });
     await this.ring(manager, encodeDoorbell({ kind: 'request', mailboxId, requestId: payload.request_id }));
+  }
+
+  /**
+   * Rings the request's doorbell when the delivery belongs to one, so request waits that ask for
+   * `delivery_states` re-read it.
+   */
+  async appendDeliveryEvent(manager: EntityManager, payload: DeliveryEventPayload): Promise<void> {
+    await this.insert(manager, {
+      type: payload.type,
+      mailboxId: payload.mailbox_id,
+      messageId: payload.message_id,
+      requestId: payload.request_id,
+      payload: { ...payload },
+    });
+    if (payload.request_id) {
+      await this.ring(
+        manager,
+        encodeDoorbell({ kind: 'request', mailboxId: payload.mailbox_id, requestId: payload.request_id }),
+      );
+    }
   }
 
   private async insert(manager: EntityManager, row: Omit<EventEntity, 'id' | 'createdAt'>): Promise<void> {

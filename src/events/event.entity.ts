@@ -3,7 +3,7 @@ import { ApprovalRequestEntity } from '../approvals/approval-request.entity';
 import { MailboxEntity } from '../mail/mailbox.entity';
 import { MessageEntity } from '../mail/message.entity';
 
-export type EventType = 'message_received' | 'message_sent' | 'request_state_changed';
+export type EventType = 'message_received' | 'message_sent' | 'request_state_changed' | 'message_delivery_changed';
 
 @Entity({ name: 'events' })
 /** Partial indexes (WHERE … IS NOT NULL), owned by the migration. */

@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { EventsModule } from '../events/events.module';
+import { MailHooks } from './mail-hooks';
 import { MailboxEntity } from './mailbox.entity';
 import { MailboxRepository } from './mailbox.repository';
 import { MailboxService } from './mailbox.service';
@@ -14,7 +15,7 @@ import { MessageService } from './message.service';
 @Module({
   imports: [TypeOrmModule.forFeature([MailboxEntity, MessageEntity]), EventsModule],
   controllers: [MailboxesController, MessageIngestController],
-  providers: [MailboxRepository, MessageRepository, MessageSequence, MailboxService, MessageService],
-  exports: [MailboxService, MessageService],
+  providers: [MailboxRepository, MessageRepository, MessageSequence, MailboxService, MessageService, MailHooks],
+  exports: [MailboxService, MessageService, MailHooks],
 })
 export class MailModule {}

@@ -1,6 +1,7 @@
 import { Check, Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryColumn, Unique } from 'typeorm';
 import { bigintAsNumber } from '../database/column-transformers';
 import { MailboxEntity } from './mailbox.entity';
+import { MessageAuthentication } from './message-authentication';
 
 export type Direction = 'inbound' | 'outbound';
 
@@ -51,6 +52,18 @@ export class MessageEntity {
 
   @Column({ name: 'in_reply_to', type: 'text', nullable: true })
   inReplyTo: string | null;
+
+  /** Message-IDs of the References header, oldest first (outbound: the parent's chain and the parent). */
+  @Column({ name: 'references_header', type: 'text', array: true, default: () => "'{}'" })
+  references: string[];
+
+  /** Sender authentication of inbound mail (SPEC 9); all `none` for JSON ingest and outbound mail. */
+  @Column({ type: 'jsonb' })
+  authentication: MessageAuthentication;
+
+  /** True only when DMARC passed for the From domain. */
+  @Column({ name: 'from_verified', type: 'boolean', default: false })
+  fromVerified: boolean;
 
   @Column({ name: 'thread_id', type: 'text' })
   threadId: string;

@@ -6,12 +6,28 @@ import { notFound } from '../common/errors';
 import { newId } from '../common/ids';
 import { EventLog } from '../events/event-log';
 import { InboundMessage, withinInboundLimits } from './inbound-message';
+import { MailHooks } from './mail-hooks';
+import { SenderVerdict, UNAUTHENTICATED, UNVERIFIED_SENDER } from './message-authentication';
 import { MailboxRepository } from './mailbox.repository';
 import { MessageCursor } from './message-cursor';
 import { MessageEntity } from './message.entity';
 import { MessageRepository } from './message.repository';
 import { MessageSequence } from './message-sequence';
 import { messageDetail, messageSummary } from './message.views';
+
+/** One mailbox's copy of a stored inbound message. */
+export interface StoredInbound {
+  mailboxId: string;
+  messageId: string;
+  /** The mailbox already had an inbound message with this Message-ID; nothing was stored. */
+  duplicate: boolean;
+}
+
+/** RFC 5322 3.6.4: a reply's References are the parent's References followed by the parent's Message-ID. */
+function referencesOfReply(parent: MessageEntity): string[] {
+  const chain = parent.references.length > 0 ? parent.references : parent.inReplyTo ? [parent.inReplyTo] : [];
+  return parent.messageIdHeader ? [...chain, parent.messageIdHeader] : chain;
+}
 
 export interface OutboundMessage {
   from: string;
@@ -31,43 +47,78 @@ export class MessageService {
     private readonly messages: MessageRepository,
     private readonly sequence: MessageSequence,
     private readonly eventLog: EventLog,
+    private readonly hooks: MailHooks,
   ) {}
 
   /**
-   * Stores an inbound message and announces it. Idempotent on the Message-ID header: a second
-   * ingest of the same Message-ID into the same mailbox returns the first message and changes
-   * nothing. The mailbox lock taken first makes concurrent duplicates wait for each other.
-   * Over-long header values are stored cut to INBOUND_LIMITS.
+   * Stores an inbound message that a caller posted to one mailbox (REST ingest): the caller must see
+   * the mailbox, then it is stored as any inbound mail is (see store()).
    */
   async ingest(
     caller: Caller,
     mailboxId: string,
     message: InboundMessage,
-  ): Promise<{ messageId: string; duplicate: boolean }> {
-    const input = withinInboundLimits(message);
+    verdict: SenderVerdict = UNVERIFIED_SENDER,
+  ): Promise<StoredInbound> {
     if (!(await this.mailboxes.findVisible(mailboxId, caller.mailboxAccess))) throw notFound('mailbox', mailboxId);
-    return this.dataSource.transaction(async (manager) => {
-      await this.sequence.lock(manager, mailboxId);
-      if (input.messageIdHeader) {
-        const existing = await this.messages.findInboundByMessageIdHeader(manager, mailboxId, input.messageIdHeader);
-        if (existing) return { messageId: existing.id, duplicate: true };
-      }
-      const parents = [input.inReplyTo, ...[...input.references].reverse()].filter((h): h is string => !!h);
-      const message = await this.append(manager, mailboxId, {
-        direction: 'inbound',
-        from: input.from,
-        to: input.to,
-        cc: input.cc,
-        subject: input.subject,
-        text: input.text,
-        html: input.html,
-        messageIdHeader: input.messageIdHeader,
-        inReplyTo: input.inReplyTo,
-        threadId: (await this.messages.threadOf(manager, mailboxId, parents)) ?? newId('thr'),
-        receivedAt: input.receivedAt ?? new Date(),
-      });
-      return { messageId: message.id, duplicate: false };
+    const [stored] = await this.store([mailboxId], message, verdict);
+    return stored;
+  }
+
+  /**
+   * Stores one inbound message in each of `mailboxIds` in one transaction and announces it: either
+   * every copy commits or none does, so a sender told "accepted" (SMTP 250) never loses a copy.
+   * Idempotent on the Message-ID header per mailbox: a mailbox that already has an inbound message
+   * with it keeps the first and reports `duplicate`. Mailbox locks are taken in id order, so
+   * concurrent deliveries to overlapping mailboxes cannot deadlock; the lock also makes concurrent
+   * duplicates wait for each other. Over-long header values are stored cut to INBOUND_LIMITS.
+   * Callers resolve (and check access to) the mailboxes; results come back in their order.
+   */
+  async store(
+    mailboxIds: readonly string[],
+    message: InboundMessage,
+    verdict: SenderVerdict = UNVERIFIED_SENDER,
+  ): Promise<StoredInbound[]> {
+    const input = withinInboundLimits(message);
+    const ids = [...new Set(mailboxIds)].sort();
+    const byMailbox = await this.dataSource.transaction(async (manager) => {
+      const stored = new Map<string, StoredInbound>();
+      for (const mailboxId of ids) stored.set(mailboxId, await this.storeOne(manager, mailboxId, input, verdict));
+      return stored;
     });
+    return mailboxIds.map((id) => byMailbox.get(id)!);
+  }
+
+  private async storeOne(
+    manager: EntityManager,
+    mailboxId: string,
+    input: InboundMessage,
+    verdict: SenderVerdict,
+  ): Promise<StoredInbound> {
+    await this.sequence.lock(manager, mailboxId);
+    if (input.messageIdHeader) {
+      const existing = await this.messages.findInboundByMessageIdHeader(manager, mailboxId, input.messageIdHeader);
+      if (existing) return { mailboxId, messageId: existing.id, duplicate: true };
+    }
+    const parents = [input.inReplyTo, ...[...input.references].reverse()].filter((h): h is string => !!h);
+    const message = await this.append(manager, mailboxId, {
+      direction: 'inbound',
+      from: input.from,
+      to: input.to,
+      cc: input.cc,
+      subject: input.subject,
+      text: input.text,
+      html: input.html,
+      messageIdHeader: input.messageIdHeader,
+      inReplyTo: input.inReplyTo,
+      references: input.references,
+      authentication: verdict.authentication,
+      fromVerified: verdict.fromVerified,
+      threadId: (await this.messages.threadOf(manager, mailboxId, parents)) ?? newId('thr'),
+      receivedAt: input.receivedAt ?? new Date(),
+    });
+    await this.hooks.runInboundStored(manager, message, input);
+    return { mailboxId, messageId: message.id, duplicate: false };
   }
 
   /** Records a message the mailbox sends, inside the caller's transaction (an approval). */
@@ -88,6 +139,9 @@ export class MessageService {
       html: draft.html,
       messageIdHeader: `<${id}@${domain}>`,
       inReplyTo: parent?.messageIdHeader ?? null,
+      references: parent ? referencesOfReply(parent) : [],
+      authentication: UNAUTHENTICATED,
+      fromVerified: false,
       threadId: parent?.threadId ?? newId('thr'),
       receivedAt: new Date(),
     });
@@ -111,7 +165,9 @@ export class MessageService {
   async get(caller: Caller, messageId: string) {
     const message = await this.messages.findVisible(messageId, caller.mailboxAccess);
     if (!message) throw notFound('message', messageId);
-    return messageDetail(message);
+    if (message.direction === 'inbound') return messageDetail(message);
+    const delivery = (await this.hooks.deliveriesOf([message.id])).get(message.id);
+    return { ...messageDetail(message), ...(delivery && { delivery }) };
   }
 
   private async append(
@@ -133,6 +189,10 @@ export class MessageService {
       from: message.from,
       subject: message.subject,
       received_at: message.receivedAt.toISOString(),
+      ...(message.direction === 'inbound' && {
+        authentication: message.authentication,
+        from_verified: message.fromVerified,
+      }),
     });
     return message as MessageEntity;
   }

@@ -15,6 +15,7 @@ export function messageSummary(m: MessageEntity) {
     to: m.to,
     subject: m.subject,
     received_at: m.receivedAt.toISOString(),
+    ...(m.direction === 'inbound' && { authentication: m.authentication, from_verified: m.fromVerified }),
   };
 }
 

@@ -75,7 +75,9 @@ export class WaitRepository {
     const rows = await this.dataSource.query<Array<{ id: string; state: RequestState; payload: RequestEventPayload }>>(
       `SELECT r.id, r.state, e.payload
          FROM approval_requests r
-         JOIN LATERAL (SELECT payload FROM events WHERE request_id = r.id ORDER BY id DESC LIMIT 1) e ON true
+         JOIN LATERAL (SELECT payload FROM events
+                        WHERE request_id = r.id AND type = 'request_state_changed'
+                        ORDER BY id DESC LIMIT 1) e ON true
         WHERE r.id = ANY($1::text[]) AND ($2::boolean OR r.mailbox_id = ANY($3::text[]))`,
       [ids, access.all, access.all ? [] : access.ids],
     );

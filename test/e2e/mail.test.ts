@@ -6,7 +6,19 @@ import { callError, callOk, connectMcp, rawMcp } from '../support/mcp';
 import type { RestClient, RestResponse } from '../support/rest';
 import { createMailbox, createToken, ingest, startTestServer, TestServer } from '../support/test-server';
 
-const SUMMARY_FIELDS = ['direction', 'from', 'mailbox_id', 'message_id', 'received_at', 'subject', 'to'];
+/** Inbound summaries carry the sender authentication of SPEC 9 (JSON ingest: nothing checked). */
+const SUMMARY_FIELDS = [
+  'authentication',
+  'direction',
+  'from',
+  'from_verified',
+  'mailbox_id',
+  'message_id',
+  'received_at',
+  'subject',
+  'to',
+];
+const UNCHECKED = { authentication: { spf: 'none', dkim: 'none', dmarc: 'none', arc: 'none' }, from_verified: false };
 const DETAIL_FIELDS = [...SUMMARY_FIELDS, 'cc', 'html', 'in_reply_to', 'message_id_header', 'text', 'thread_id'].sort();
 
 /** A unique Message-ID header value, angle brackets included. */
@@ -83,7 +95,15 @@ describe('mail: ingest and reading', () => {
     assert.deepEqual(Object.keys(summary).sort(), SUMMARY_FIELDS);
     const { received_at: receivedAt, ...rest } = summary;
     const [from, to, subject] = ['alice@example.org', ['agent@example.com', 'other@example.com'], 'Quarterly numbers'];
-    assert.deepEqual(rest, { message_id: messageId, mailbox_id: mailboxId, direction: 'inbound', from, to, subject });
+    assert.deepEqual(rest, {
+      message_id: messageId,
+      mailbox_id: mailboxId,
+      direction: 'inbound',
+      from,
+      to,
+      subject,
+      ...UNCHECKED,
+    });
     assert.ok(Math.abs(Date.parse(receivedAt) - Date.now()) < 5 * 60_000, 'received_at is about now');
 
     const { thread_id: threadId, ...message } = await getMessage(messageId);
