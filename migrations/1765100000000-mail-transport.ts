@@ -46,6 +46,8 @@ export class MailTransport1765100000000 implements MigrationInterface {
 
   async down(q: QueryRunner): Promise<void> {
     await q.query(`DROP TABLE outbound_deliveries`);
-    await q.query(`ALTER TABLE messages DROP COLUMN authentication, DROP COLUMN from_verified, DROP COLUMN references_header`);
+    await q.query(
+      `ALTER TABLE messages DROP COLUMN authentication, DROP COLUMN from_verified, DROP COLUMN references_header`,
+    );
   }
 }

@@ -20,7 +20,7 @@ export type DeliveryLookup = (messageIds: readonly string[]) => Promise<Map<stri
 @Injectable()
 export class MailHooks {
   private readonly inboundStored: InboundStoredHook[] = [];
-  private deliveries: DeliveryLookup = async () => new Map();
+  private deliveries: DeliveryLookup = () => Promise.resolve(new Map<string, object>());
 
   onInboundStored(hook: InboundStoredHook): void {
     this.inboundStored.push(hook);
@@ -35,6 +35,6 @@ export class MailHooks {
   }
 
   deliveriesOf(messageIds: readonly string[]): Promise<Map<string, object>> {
-    return messageIds.length === 0 ? Promise.resolve(new Map()) : this.deliveries(messageIds);
+    return messageIds.length === 0 ? Promise.resolve(new Map<string, object>()) : this.deliveries(messageIds);
   }
 }
