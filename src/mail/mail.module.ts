@@ -11,11 +11,20 @@ import { MessageIngestController } from './message-ingest.controller';
 import { MessageRepository } from './message.repository';
 import { MessageSequence } from './message-sequence';
 import { MessageService } from './message.service';
+import { SenderAuthenticator } from './sender-authenticator';
 
 @Module({
   imports: [TypeOrmModule.forFeature([MailboxEntity, MessageEntity]), EventsModule],
   controllers: [MailboxesController, MessageIngestController],
-  providers: [MailboxRepository, MessageRepository, MessageSequence, MailboxService, MessageService, MailHooks],
-  exports: [MailboxService, MessageService, MailHooks],
+  providers: [
+    MailboxRepository,
+    MessageRepository,
+    MessageSequence,
+    MailboxService,
+    MessageService,
+    MailHooks,
+    SenderAuthenticator,
+  ],
+  exports: [MailboxService, MessageService, MailHooks, SenderAuthenticator],
 })
 export class MailModule {}
