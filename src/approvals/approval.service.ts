@@ -8,6 +8,7 @@ import { newId } from '../common/ids';
 import { EventLog } from '../events/event-log';
 import { MailboxService } from '../mail/mailbox.service';
 import { MessageService } from '../mail/message.service';
+import { DeliveryView } from '../outbox/delivery.views';
 import { OutboxService } from '../outbox/outbox.service';
 import { ApprovalRequestEntity, EmailDraft, RequestKind, RequestState } from './approval-request.entity';
 import { ApprovalRequestRepository } from './approval-request.repository';
@@ -86,14 +87,15 @@ export class ApprovalService {
   async get(caller: Caller, requestId: string) {
     const request = await this.requests.findVisible(requestId, caller.mailboxAccess);
     if (!request) throw notFound('request', requestId);
-    if (request.state === 'pending' && isOverdue(request)) return requestView(await this.expire(caller, requestId));
-    return requestView(request);
+    if (request.state === 'pending' && isOverdue(request)) return this.view(await this.expire(caller, requestId));
+    return this.view(request);
   }
 
   async list(caller: Caller, filter: { state?: RequestState; mailboxId?: string; limit: number }) {
     if (filter.mailboxId) await this.mailboxes.getVisible(caller, filter.mailboxId);
     const rows = await this.requests.list({ access: caller.mailboxAccess, ...filter });
-    return { requests: rows.map(requestView) };
+    const deliveries = await this.deliveriesOf(rows);
+    return { requests: rows.map((r) => requestView(r, deliveries.get(r.id))) };
   }
 
   cancel(caller: Caller, requestId: string) {
@@ -119,7 +121,7 @@ export class ApprovalService {
         state: outcome.request.state,
       });
     }
-    return requestView(outcome.request);
+    return this.view(outcome.request);
   }
 
   /** Moves every overdue pending request to `expired`; returns how many it moved. */
@@ -129,6 +131,24 @@ export class ApprovalService {
       for (const request of overdue) await this.transition(manager, request, 'expired', null, null);
       return overdue.length;
     });
+  }
+
+  /** The request with the delivery of its email, if it has one (read after the decision committed). */
+  private async view(request: ApprovalRequestEntity) {
+    const deliveries = await this.deliveriesOf([request]);
+    return requestView(request, deliveries.get(request.id));
+  }
+
+  /** The deliveries of these requests' recorded emails, by request id, in one query. */
+  private async deliveriesOf(requests: readonly ApprovalRequestEntity[]): Promise<Map<string, DeliveryView>> {
+    const sent = requests.filter(
+      (r): r is ApprovalRequestEntity & { sentMessageId: string } => r.sentMessageId !== null,
+    );
+    if (sent.length === 0) return new Map();
+    const byMessage = await this.outbox.deliveriesOf(sent.map((r) => r.sentMessageId));
+    return new Map(
+      sent.flatMap((r) => (byMessage.has(r.sentMessageId) ? [[r.id, byMessage.get(r.sentMessageId)!]] : [])),
+    );
   }
 
   private async expire(caller: Caller, requestId: string): Promise<ApprovalRequestEntity> {

@@ -1,7 +1,11 @@
+import { DeliveryView } from '../outbox/delivery.views';
 import { ApprovalRequestEntity } from './approval-request.entity';
 
-/** A request as `get_request` and the REST API show it; absent optional fields are left out. */
-export function requestView(r: ApprovalRequestEntity) {
+/**
+ * A request as `get_request` and the REST API show it; absent optional fields are left out.
+ * `delivery` is the outbound delivery of an approved `send_email` request (SPEC 9).
+ */
+export function requestView(r: ApprovalRequestEntity, delivery?: DeliveryView) {
   return {
     request_id: r.id,
     mailbox_id: r.mailboxId,
@@ -16,6 +20,7 @@ export function requestView(r: ApprovalRequestEntity) {
     ...(r.reason !== null && { reason: r.reason }),
     ...(r.sentMessageId !== null && { sent_message_id: r.sentMessageId }),
     expires_at: r.expiresAt.toISOString(),
+    ...(delivery && { delivery }),
   };
 }
 

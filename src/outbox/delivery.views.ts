@@ -10,7 +10,13 @@ export interface DeliveryView {
   error?: string;
 }
 
-export function deliveryView(d: OutboundDeliveryEntity): DeliveryView {
+/** The columns the view shows (the wait engine reads them with its own SQL). */
+export type DeliveryFields = Pick<
+  OutboundDeliveryEntity,
+  'status' | 'attempts' | 'lastAttemptAt' | 'nextAttemptAt' | 'response' | 'error'
+>;
+
+export function deliveryView(d: DeliveryFields): DeliveryView {
   return {
     status: d.status,
     attempts: d.attempts,

@@ -1,12 +1,13 @@
 import { Check, Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryColumn } from 'typeorm';
 import { TokenEntity } from '../auth/token.entity';
 import { RequestState } from '../approvals/approval-request.entity';
+import { DeliveryStatus } from '../outbox/outbound-delivery.entity';
 import { AccessEnded, WaitResult } from './wait-spec';
 
 /** What a persisted wait watches, as stored (the JSON form of a WaitSpec without its caller). */
 export type StoredWaitSpec =
   | { kind: 'message'; mailbox_id: string | null; from: string | null; subject_contains: string | null; cursor: string }
-  | { kind: 'request'; request_ids: string[]; states: RequestState[] };
+  | { kind: 'request'; request_ids: string[]; states: RequestState[]; delivery_states?: DeliveryStatus[] };
 
 @Entity({ name: 'waits' })
 @Check('waits_kind_check', `kind IN ('message', 'request')`)

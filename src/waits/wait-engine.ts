@@ -377,11 +377,12 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
 
   /**
    * One statement for every parked wait of this process: where a mailbox moved past a wait's
-   * position, or a request reached an awaited state, the doorbell was lost: act as if it rang.
+   * position, or a request (or its delivery) reached an awaited state, the doorbell was lost: act as
+   * if it rang.
    */
   private async safetyRecheck(): Promise<void> {
     try {
-      const { heads, states, pendingWaits, resolvedWaits, lapsedTokens } = await this.repository.probe(
+      const { heads, states, deliveries, pendingWaits, resolvedWaits, lapsedTokens } = await this.repository.probe(
         this.registry.watchedMailboxes(),
         this.registry.watchedRequests(),
         this.registry.watchedResults(),
@@ -399,7 +400,8 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
         }
       }
       for (const [requestId, state] of states) {
-        if (this.registry.requestWaiters(requestId).some((w) => w.spec.states.has(state))) {
+        const delivery = deliveries.get(requestId);
+        if (this.registry.requestWaiters(requestId).some((w) => w.awaits(state, delivery))) {
           this.ringRequest(requestId, undefined);
         }
       }

@@ -3,6 +3,8 @@ import { AccessEndReason } from '../auth/credential-revocation';
 import { AlcartaError } from '../common/errors';
 import { RequestState } from '../approvals/approval-request.entity';
 import { MessageCursor } from '../mail/message-cursor';
+import { DeliveryView } from '../outbox/delivery.views';
+import { DeliveryStatus } from '../outbox/outbound-delivery.entity';
 import { StoredWaitSpec } from './persisted-wait.entity';
 
 /** What a message wait watches: which mailboxes, from which position, with which filters. */
@@ -20,12 +22,16 @@ export interface MessageWaitSpec {
   timeoutMs: number;
 }
 
-/** What a request wait watches: the listed requests, until one is in one of `states`. */
+/**
+ * What a request wait watches: the listed requests, until one is in one of `states` or its
+ * outbound delivery (SPEC 9) has one of `deliveryStates` (empty: delivery is not awaited).
+ */
 export interface RequestWaitSpec {
   kind: 'request';
   caller: Caller;
   requestIds: string[];
   states: ReadonlySet<RequestState>;
+  deliveryStates: ReadonlySet<DeliveryStatus>;
   timeoutMs: number;
 }
 
@@ -38,7 +44,14 @@ export interface WaitResult {
   shutdown: boolean;
   events: object[];
   next_cursor?: string;
-  requests?: Array<{ request_id: string; state: RequestState }>;
+  requests?: WatchedRequest[];
+}
+
+/** One listed request in a request-wait result: its state and, once approved mail has one, its delivery. */
+export interface WatchedRequest {
+  request_id: string;
+  state: RequestState;
+  delivery?: DeliveryView;
 }
 
 /**
@@ -78,7 +91,12 @@ export function toStoredSpec(spec: WaitSpec, start: MessageCursor | undefined): 
         subject_contains: spec.subjectContains ?? null,
         cursor: start!.toString(),
       }
-    : { kind: 'request', request_ids: spec.requestIds, states: [...spec.states] };
+    : {
+        kind: 'request',
+        request_ids: spec.requestIds,
+        states: [...spec.states],
+        ...(spec.deliveryStates.size > 0 && { delivery_states: [...spec.deliveryStates] }),
+      };
 }
 
 export function fromStoredSpec(stored: StoredWaitSpec, caller: Caller, timeoutMs: number): WaitSpec {
@@ -92,5 +110,12 @@ export function fromStoredSpec(stored: StoredWaitSpec, caller: Caller, timeoutMs
         subjectContains: stored.subject_contains ?? undefined,
         timeoutMs,
       }
-    : { kind: 'request', caller, requestIds: stored.request_ids, states: new Set(stored.states), timeoutMs };
+    : {
+        kind: 'request',
+        caller,
+        requestIds: stored.request_ids,
+        states: new Set(stored.states),
+        deliveryStates: new Set(stored.delivery_states),
+        timeoutMs,
+      };
 }

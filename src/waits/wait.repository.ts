@@ -4,7 +4,9 @@ import { DataSource } from 'typeorm';
 import { RequestState } from '../approvals/approval-request.entity';
 import { MailboxAccess } from '../auth/caller';
 import { AccessEndReason, LAPSE_REASON_SQL, TOKEN_LAPSED_SQL } from '../auth/credential-revocation';
-import { RequestEventPayload } from '../events/event-log';
+import { DeliveryEventPayload, RequestEventPayload } from '../events/event-log';
+import { deliveryView } from '../outbox/delivery.views';
+import { DeliveryStatus } from '../outbox/outbound-delivery.entity';
 import { MessageRow, RequestRow } from './waiters';
 
 export interface MailboxHead {
@@ -69,24 +71,62 @@ export class WaitRepository {
     }));
   }
 
-  /** Current state and latest transition of each listed request the access allows. */
+  /**
+   * Current state and latest transition of each listed request the access allows, with the
+   * delivery of its approved email (if any) and that delivery's latest status change.
+   */
   async requests(ids: readonly string[], access: MailboxAccess): Promise<RequestRow[]> {
     if (ids.length === 0) return [];
-    const rows = await this.dataSource.query<Array<{ id: string; state: RequestState; payload: RequestEventPayload }>>(
-      `SELECT r.id, r.state, e.payload
+    const rows = await this.dataSource.query<
+      Array<{
+        id: string;
+        state: RequestState;
+        payload: RequestEventPayload;
+        delivery_status: DeliveryStatus | null;
+        attempts: number | null;
+        last_attempt_at: Date | null;
+        next_attempt_at: Date | null;
+        response: string | null;
+        error: string | null;
+        delivery_payload: DeliveryEventPayload | null;
+      }>
+    >(
+      `SELECT r.id, r.state, e.payload, d.status AS delivery_status, d.attempts, d.last_attempt_at,
+              d.next_attempt_at, d.response, d.error, de.payload AS delivery_payload
          FROM approval_requests r
          JOIN LATERAL (SELECT payload FROM events
                         WHERE request_id = r.id AND type = 'request_state_changed'
                         ORDER BY id DESC LIMIT 1) e ON true
+         LEFT JOIN outbound_deliveries d ON d.message_id = r.sent_message_id
+         LEFT JOIN LATERAL (SELECT payload FROM events
+                             WHERE d.message_id IS NOT NULL AND request_id = r.id
+                               AND type = 'message_delivery_changed'
+                             ORDER BY id DESC LIMIT 1) de ON true
         WHERE r.id = ANY($1::text[]) AND ($2::boolean OR r.mailbox_id = ANY($3::text[]))`,
       [ids, access.all, access.all ? [] : access.ids],
     );
-    return rows.map((r) => ({ id: r.id, state: r.state, latest: r.payload }));
+    return rows.map((r) => ({
+      id: r.id,
+      state: r.state,
+      latest: r.payload,
+      delivery:
+        r.delivery_status === null
+          ? undefined
+          : deliveryView({
+              status: r.delivery_status,
+              attempts: r.attempts!,
+              lastAttemptAt: r.last_attempt_at,
+              nextAttemptAt: r.next_attempt_at,
+              response: r.response,
+              error: r.error,
+            }),
+      latestDelivery: r.delivery_payload ?? undefined,
+    }));
   }
 
   /**
    * The safety re-check of every parked wait of this process in one statement: heads of the
-   * watched mailboxes, states of the watched requests, the pending persisted waits (which every
+   * watched mailboxes, states of the watched requests and of their deliveries, the pending persisted waits (which every
    * replica watches), which of the awaited persisted results are fixed, and which of the tokens the
    * waits act for were revoked or expired.
    */
@@ -98,17 +138,22 @@ export class WaitRepository {
   ): Promise<{
     heads: MailboxHead[];
     states: Map<string, RequestState>;
+    deliveries: Map<string, DeliveryStatus>;
     pendingWaits: string[];
     resolvedWaits: string[];
     lapsedTokens: Map<string, AccessEndReason>;
   }> {
     const rows = await this.dataSource.query<
-      Array<{ kind: 'm' | 'r' | 'p' | 'x' | 't'; id: string; cursor_key: number | null; value: string | null }>
+      Array<{ kind: 'm' | 'r' | 'd' | 'p' | 'x' | 't'; id: string; cursor_key: number | null; value: string | null }>
     >(
       `SELECT 'm' AS kind, id, cursor_key, message_seq::text AS value
          FROM mailboxes WHERE $1::boolean OR id = ANY($2::text[])
        UNION ALL
        SELECT 'r', id, NULL, state FROM approval_requests WHERE id = ANY($3::text[])
+       UNION ALL
+       SELECT 'd', r.id, NULL, d.status
+         FROM approval_requests r JOIN outbound_deliveries d ON d.message_id = r.sent_message_id
+        WHERE r.id = ANY($3::text[])
        UNION ALL
        SELECT 'p', id, NULL, NULL FROM waits WHERE status = 'pending'
        UNION ALL
@@ -119,16 +164,18 @@ export class WaitRepository {
     );
     const heads: MailboxHead[] = [];
     const states = new Map<string, RequestState>();
+    const deliveries = new Map<string, DeliveryStatus>();
     const pendingWaits: string[] = [];
     const resolvedWaits: string[] = [];
     const lapsedTokens = new Map<string, AccessEndReason>();
     for (const r of rows) {
       if (r.kind === 'm') heads.push({ mailboxId: r.id, cursorKey: r.cursor_key!, seq: Number(r.value) });
       else if (r.kind === 'r') states.set(r.id, r.value as RequestState);
+      else if (r.kind === 'd') deliveries.set(r.id, r.value as DeliveryStatus);
       else if (r.kind === 'p') pendingWaits.push(r.id);
       else if (r.kind === 'x') resolvedWaits.push(r.id);
       else lapsedTokens.set(r.id, r.value as AccessEndReason);
     }
-    return { heads, states, pendingWaits, resolvedWaits, lapsedTokens };
+    return { heads, states, deliveries, pendingWaits, resolvedWaits, lapsedTokens };
   }
 }

@@ -8,12 +8,14 @@ import { AlcartaError, invalidRequest, notFound } from '../common/errors';
 import { AppConfig } from '../config/app-config';
 import { MailboxService } from '../mail/mailbox.service';
 import { MessageCursor } from '../mail/message-cursor';
+import { DeliveryStatus } from '../outbox/outbound-delivery.entity';
 import { newId } from '../common/ids';
 import { PersistedWaitEntity } from './persisted-wait.entity';
 import { PersistedWaitRepository } from './persisted-wait.repository';
 import { TicketService } from './ticket.service';
 import { WaitEngine } from './wait-engine';
 import { WaitRepository } from './wait.repository';
+import { watchedRequest } from './waiters';
 import {
   accessEndedError,
   isAccessEnded,
@@ -42,12 +44,23 @@ export const WAIT_SOCKET_PATH = '/v1/waits/ws';
 export interface AwaitArguments {
   event?:
     | { type: 'message_received'; mailbox_id?: string; from?: string; subject_contains?: string }
-    | { type: 'request_state_changed'; request_ids: string[]; states?: RequestState[] };
+    | {
+        type: 'request_state_changed';
+        request_ids: string[];
+        states?: RequestState[];
+        delivery_states?: DeliveryStatus[];
+      };
   timeout_seconds: number;
   delivery: Delivery;
   since_cursor?: string;
   wait_id?: string;
 }
+
+/**
+ * The states `states` defaults to when a request wait gives `delivery_states` alone: the terminal
+ * states in which no mail will ever be sent, so a wait for `sent` does not hang on a rejection.
+ */
+const UNSENDABLE_STATES: readonly RequestState[] = ['rejected', 'expired', 'cancelled'];
 
 /** The rules of SPEC §4 between a tool call and the engine: limits, scopes, visibility. */
 @Injectable()
@@ -208,7 +221,7 @@ export class WaitService {
     const base = { matched: false, timed_out: false, shutdown: false, events: [], wait_status: 'pending' as const };
     if (wait.spec.kind === 'message') return { ...base, next_cursor: wait.spec.cursor };
     const rows = await this.waits.requests(wait.spec.request_ids, { all: true });
-    return { ...base, requests: rows.map((r) => ({ request_id: r.id, state: r.state })) };
+    return { ...base, requests: rows.map(watchedRequest) };
   }
 
   private async assertRequestsVisible(spec: RequestWaitSpec): Promise<void> {
@@ -239,7 +252,7 @@ export class WaitService {
 
   private requestSpec(
     caller: Caller,
-    event: { request_ids: string[]; states?: RequestState[] },
+    event: { request_ids: string[]; states?: RequestState[]; delivery_states?: DeliveryStatus[] },
     args: AwaitArguments,
   ): RequestWaitSpec {
     requireScope(caller, 'approvals:read', 'request waits');
@@ -252,7 +265,8 @@ export class WaitService {
       kind: 'request',
       caller,
       requestIds: [...new Set(event.request_ids)],
-      states: new Set(event.states ?? TERMINAL_STATES),
+      states: new Set(event.states ?? (event.delivery_states ? UNSENDABLE_STATES : TERMINAL_STATES)),
+      deliveryStates: new Set(event.delivery_states),
       timeoutMs: this.timeout(args.timeout_seconds, this.config.maxRequestWaitSeconds),
     };
   }

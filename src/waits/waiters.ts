@@ -1,10 +1,12 @@
 import { RequestState } from '../approvals/approval-request.entity';
 import { Credential } from '../auth/caller';
 import { AccessEndReason } from '../auth/credential-revocation';
-import { RequestEventPayload } from '../events/event-log';
+import { DeliveryEventPayload, RequestEventPayload } from '../events/event-log';
 import { MessageCursor } from '../mail/message-cursor';
+import { DeliveryView } from '../outbox/delivery.views';
+import { DeliveryStatus } from '../outbox/outbound-delivery.entity';
 import { PersistedWaitEntity } from './persisted-wait.entity';
-import { isAccessEnded, MessageWaitSpec, RequestWaitSpec, WaitDelivery, WaitResult } from './wait-spec';
+import { isAccessEnded, MessageWaitSpec, RequestWaitSpec, WaitDelivery, WaitResult, WatchedRequest } from './wait-spec';
 
 /** At most this many events in one result (SPEC §4). */
 export const MAX_EVENTS = 100;
@@ -26,6 +28,14 @@ export interface RequestRow {
   state: RequestState;
   /** The request's latest transition from the event log (creation counts). */
   latest: RequestEventPayload;
+  /** The delivery of an approved email, and its latest status change from the event log. */
+  delivery: DeliveryView | undefined;
+  latestDelivery: DeliveryEventPayload | undefined;
+}
+
+/** A request as the `requests` of a request-wait result show it. */
+export function watchedRequest(row: RequestRow): WatchedRequest {
+  return { request_id: row.id, state: row.state, ...(row.delivery && { delivery: row.delivery }) };
 }
 
 /**
@@ -152,7 +162,7 @@ export class MessageWaiter extends Waiter {
 }
 
 export class RequestWaiter extends Waiter {
-  private states: Array<{ request_id: string; state: RequestState }>;
+  private states: WatchedRequest[];
 
   constructor(
     readonly spec: RequestWaitSpec,
@@ -160,8 +170,8 @@ export class RequestWaiter extends Waiter {
     delivery: WaitDelivery = 'poll',
   ) {
     super(delivery);
-    const byId = new Map(initial.map((r) => [r.id, r.state]));
-    this.states = spec.requestIds.filter((id) => byId.has(id)).map((id) => ({ request_id: id, state: byId.get(id)! }));
+    const byId = new Map(initial.map((r) => [r.id, r]));
+    this.states = spec.requestIds.filter((id) => byId.has(id)).map((id) => watchedRequest(byId.get(id)!));
   }
 
   get credential(): Credential {
@@ -172,26 +182,33 @@ export class RequestWaiter extends Waiter {
     return this.spec.requestIds;
   }
 
+  /** Whether a request in `state` whose delivery has `delivery` (if any) is what this wait awaits. */
+  awaits(state: RequestState, delivery: DeliveryStatus | undefined): boolean {
+    return this.spec.states.has(state) || this.awaitsDelivery(delivery);
+  }
+
   /**
-   * Level-triggered: settles as soon as any listed request is in one of the awaited states.
-   * `rows` holds the current truth for (some of) the listed requests.
+   * Level-triggered: settles as soon as any listed request is in one of the awaited states, or its
+   * delivery in one of the awaited delivery states. `rows` holds the current truth for (some of)
+   * the listed requests. Each match brings its latest event: the delivery's status change when
+   * the delivery matched (it is always the later one), else the request's transition.
    */
   evaluate(rows: readonly RequestRow[]): void {
     if (this.settled) return;
     const byId = new Map(rows.map((r) => [r.id, r]));
-    this.states = this.states.map((s) => ({
-      request_id: s.request_id,
-      state: byId.get(s.request_id)?.state ?? s.state,
-    }));
+    this.states = this.states.map((s) => {
+      const row = byId.get(s.request_id);
+      return row ? watchedRequest(row) : s;
+    });
     const hits = this.spec.requestIds
       .map((id) => byId.get(id))
-      .filter((r): r is RequestRow => r !== undefined && this.spec.states.has(r.state));
+      .filter((r): r is RequestRow => r !== undefined && this.awaits(r.state, r.delivery?.status));
     if (hits.length === 0) return;
     this.finish({
       matched: true,
       timed_out: false,
       shutdown: false,
-      events: hits.map((r) => r.latest),
+      events: hits.map((r) => (this.awaitsDelivery(r.delivery?.status) ? (r.latestDelivery ?? r.latest) : r.latest)),
       requests: this.states,
     });
   }
@@ -202,6 +219,10 @@ export class RequestWaiter extends Waiter {
 
   shutdown(): WaitResult {
     return { matched: false, timed_out: false, shutdown: true, events: [], requests: this.states };
+  }
+
+  private awaitsDelivery(delivery: DeliveryStatus | undefined): boolean {
+    return delivery !== undefined && this.spec.deliveryStates.has(delivery);
   }
 }
 

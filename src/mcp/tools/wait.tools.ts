@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { z } from 'zod';
 import { REQUEST_STATES, RequestState } from '../../approvals/approval-request.entity';
 import { invalidRequest } from '../../common/errors';
+import { DELIVERY_STATUSES, DeliveryStatus } from '../../outbox/outbound-delivery.entity';
 import { AppConfig } from '../../config/app-config';
 import { AwaitArguments, WaitService } from '../../waits/wait.service';
 import { TaskService } from '../../tasks/task.service';
@@ -36,7 +37,17 @@ const states = z
   .array(z.enum(REQUEST_STATES))
   .min(1)
   .optional()
-  .describe('States to wait for (default: the terminal ones: approved, rejected, expired, cancelled).');
+  .describe(
+    'States to wait for (default: the terminal ones: approved, rejected, expired, cancelled; with delivery_states: ' +
+      'rejected, expired, cancelled).',
+  );
+
+const DELIVERY_STATES_HELP =
+  'Delivery statuses of approved send_email requests to wait for (queued, sending, sent, retrying, failed, ' +
+  'bounced, not_configured): a request matches when its outbound mail is in one of them, or when the request is in ' +
+  'one of states. Without states, states then defaults to rejected, expired, cancelled (no mail will ever be ' +
+  'sent), so a wait for ["sent", "failed", "bounced"] also ends if the email is never approved.';
+const deliveryStates = z.array(z.enum(DELIVERY_STATUSES)).min(1).optional().describe(DELIVERY_STATES_HELP);
 
 const mailboxId = z.string().min(1).optional().describe('Mailbox to watch (mbx_…); omit for all your mailboxes.');
 const from = z.string().max(320).optional().describe('Only mail from this sender address (case-insensitive).');
@@ -49,7 +60,7 @@ const requestIds = z.array(z.string().min(1)).min(1).max(100);
 
 /** Fields that belong to one kind of event only; the server checks the combination (awaitArguments). */
 const MESSAGE_FIELDS = ['mailbox_id', 'from', 'subject_contains'] as const;
-const REQUEST_FIELDS = ['request_ids', 'states'] as const;
+const REQUEST_FIELDS = ['request_ids', 'states', 'delivery_states'] as const;
 
 /**
  * One object for both kinds of wait, told apart by `type`. It is not a discriminated union on
@@ -70,14 +81,17 @@ const awaitEvent = z
       .optional()
       .describe('request_state_changed only, required there: the requests to watch (chk_…), 1–100.'),
     states: states.describe(
-      'request_state_changed only: states to wait for (default: approved, rejected, expired, cancelled).',
+      'request_state_changed only: states to wait for (default: approved, rejected, expired, cancelled; with ' +
+        'delivery_states: rejected, expired, cancelled).',
     ),
+    delivery_states: deliveryStates.describe(`request_state_changed only: ${DELIVERY_STATES_HELP}`),
   })
   .strict();
 type AwaitEvent = z.output<typeof awaitEvent>;
 
 const RESULT_HELP =
-  'The result is {matched, timed_out, shutdown, events, next_cursor (message waits), requests (request waits)}. ' +
+  'The result is {matched, timed_out, shutdown, events, next_cursor (message waits), requests (request waits: ' +
+  "each listed request's state and, for an approved email, its delivery)}. " +
   'A timeout is a normal result (timed_out: true): call again. shutdown: true means this server is restarting: ' +
   'call again at once (another replica answers). For message waits, store next_cursor before processing the ' +
   'events and pass it back as since_cursor: nothing is skipped or repeated.';
@@ -100,8 +114,10 @@ export class WaitTools implements ToolProvider {
           'Blocks until something you wait for happens, instead of polling. Message wait: ' +
           '{"type":"message_received","mailbox_id"?,"from"?,"subject_contains"?} returns the new inbound messages ' +
           'after since_cursor (without it: after the newest message at the start of the wait), as soon as at least ' +
-          'one matches, up to 100. Request wait: {"type":"request_state_changed","request_ids":[…],"states"?} ' +
-          'returns as soon as a listed request is in one of the states (at once if it already is). ' +
+          'one matches, up to 100. Request wait: {"type":"request_state_changed","request_ids":[…],"states"?,' +
+          '"delivery_states"?} returns as soon as a listed request is in one of the states, or the email of an ' +
+          'approved send_email request reaches one of the delivery_states (at once if it already is); e.g. ' +
+          '"delivery_states":["sent","failed","bounced"] waits until the mail left or definitely did not. ' +
           RESULT_HELP,
         input: z
           .object({
@@ -154,14 +170,16 @@ export class WaitTools implements ToolProvider {
         title: 'Wait for an approval decision',
         description:
           'Blocks until a person decides on your approval request(s) (approved, rejected) or they expire or are ' +
-          'cancelled, or until they reach the given states; returns at once if one already has. Give request_id or ' +
-          'request_ids (1–100). Same as email_await with a request_state_changed event. ' +
+          'cancelled, or until they reach the given states, or until the email of an approved send_email request ' +
+          'reaches one of delivery_states (e.g. ["sent","failed","bounced"]); returns at once if one already has. ' +
+          'Give request_id or request_ids (1–100). Same as email_await with a request_state_changed event. ' +
           RESULT_HELP,
         input: z
           .object({
             request_id: z.string().min(1).optional().describe('The request to watch (chk_…).'),
             request_ids: requestIds.optional().describe('Requests to watch (chk_…), 1–100.'),
             states,
+            delivery_states: deliveryStates,
             timeout_seconds: timeoutSeconds,
             delivery,
           })
@@ -214,7 +232,15 @@ function awaitArguments(args: Omit<AwaitArguments, 'event'> & { event?: AwaitEve
       argument: 'event.request_ids',
     });
   }
-  return { ...rest, event: { type: event.type, request_ids: event.request_ids, states: event.states } };
+  return {
+    ...rest,
+    event: {
+      type: event.type,
+      request_ids: event.request_ids,
+      states: event.states,
+      delivery_states: event.delivery_states,
+    },
+  };
 }
 
 function inboxArguments(args: {
@@ -242,6 +268,7 @@ function approvalArguments(args: {
   request_id?: string;
   request_ids?: string[];
   states?: RequestState[];
+  delivery_states?: DeliveryStatus[];
   timeout_seconds: number;
   delivery: AwaitArguments['delivery'];
 }): AwaitArguments {
@@ -253,7 +280,12 @@ function approvalArguments(args: {
     );
   }
   return {
-    event: { type: 'request_state_changed', request_ids: args.request_ids ?? [args.request_id!], states: args.states },
+    event: {
+      type: 'request_state_changed',
+      request_ids: args.request_ids ?? [args.request_id!],
+      states: args.states,
+      delivery_states: args.delivery_states,
+    },
     timeout_seconds: args.timeout_seconds,
     delivery: args.delivery,
   };
