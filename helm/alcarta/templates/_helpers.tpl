@@ -74,6 +74,18 @@ and `helm install` stop with the message.
 {{- if and .Values.podDisruptionBudget.enabled (not (kindIs "invalid" .Values.podDisruptionBudget.minAvailable)) (not (kindIs "invalid" .Values.podDisruptionBudget.maxUnavailable)) }}
 {{- fail "podDisruptionBudget: set minAvailable or maxUnavailable, not both (set the other to null)" }}
 {{- end }}
+{{- if and .Values.mail.relay.url .Values.mail.relay.existingSecret }}
+{{- fail "mail.relay: set url or existingSecret, not both" }}
+{{- end }}
+{{- if and .Values.mail.dkim.privateKey .Values.mail.dkim.existingSecret }}
+{{- fail "mail.dkim: set privateKey or existingSecret, not both" }}
+{{- end }}
+{{- if and (include "alcarta.dkimSecretName" .) (not .Values.mail.dkim.selector) }}
+{{- fail "mail.dkim.selector is required with a DKIM key (the DNS label of TXT <selector>._domainkey.<domain>)" }}
+{{- end }}
+{{- if and .Values.mail.dkim.selector (not (include "alcarta.dkimSecretName" .)) }}
+{{- fail "mail.dkim.selector is set without a key: set mail.dkim.privateKey or mail.dkim.existingSecret" }}
+{{- end }}
 {{- $_ := include "alcarta.terminationGracePeriodSeconds" . }}
 {{- end }}
 
@@ -131,7 +143,59 @@ ALCARTA_BOOTSTRAP_TOKEN), shared by the ConfigMap of the pods and the migration 
 {{- end }}
 ALCARTA_PUBLIC_URL: {{ include "alcarta.publicUrl" . | quote }}
 ALCARTA_MIGRATIONS: {{ ternary "off" "on" .Values.migrationJob.enabled | quote }}
+ALCARTA_SMTP_TLS_CERT_FILE: {{ ternary (printf "%s/tls.crt" (include "alcarta.smtpTlsDir" .)) "" (not (empty .Values.mail.tls.secretName)) | quote }}
+ALCARTA_SMTP_TLS_KEY_FILE: {{ ternary (printf "%s/tls.key" (include "alcarta.smtpTlsDir" .)) "" (not (empty .Values.mail.tls.secretName)) | quote }}
+ALCARTA_DKIM_SELECTOR: {{ .Values.mail.dkim.selector | quote }}
+ALCARTA_DKIM_PRIVATE_KEY_FILE: {{ ternary (include "alcarta.dkimKeyFile" .) "" (not (empty (include "alcarta.dkimSecretName" .))) | quote }}
 {{- end }}
+
+{{/* The container's SMTP port, or nothing while config.ALCARTA_SMTP_PORT is "off" (or false). */}}
+{{- define "alcarta.smtpPort" -}}
+{{- $port := .Values.config.ALCARTA_SMTP_PORT }}
+{{- if not (or (kindIs "bool" $port) (eq (toString $port) "off")) }}
+{{- int $port }}
+{{- end }}
+{{- end }}
+
+{{/* The chart's Secret for mail (relay URL, DKIM key), created only when a value needs it. */}}
+{{- define "alcarta.mailSecretName" -}}
+{{- printf "%s-mail" (include "alcarta.fullname" . | trunc 58 | trimSuffix "-") }}
+{{- end }}
+
+{{- define "alcarta.mailSecretNeeded" -}}
+{{- if or .Values.mail.relay.url .Values.mail.dkim.privateKey }}true{{ end }}
+{{- end }}
+
+{{/* The Secret holding ALCARTA_SMTP_RELAY_URL, and its key; empty name: no relay. */}}
+{{- define "alcarta.relaySecretName" -}}
+{{- if .Values.mail.relay.existingSecret }}
+{{- .Values.mail.relay.existingSecret }}
+{{- else if .Values.mail.relay.url }}
+{{- include "alcarta.mailSecretName" . }}
+{{- end }}
+{{- end }}
+
+{{- define "alcarta.relaySecretKey" -}}
+{{- ternary .Values.mail.relay.existingSecretKey "ALCARTA_SMTP_RELAY_URL" (not (empty .Values.mail.relay.existingSecret)) }}
+{{- end }}
+
+{{/* The Secret holding the DKIM private key, and its key; empty name: no DKIM signing. */}}
+{{- define "alcarta.dkimSecretName" -}}
+{{- if .Values.mail.dkim.existingSecret }}
+{{- .Values.mail.dkim.existingSecret }}
+{{- else if .Values.mail.dkim.privateKey }}
+{{- include "alcarta.mailSecretName" . }}
+{{- end }}
+{{- end }}
+
+{{- define "alcarta.dkimSecretKey" -}}
+{{- ternary .Values.mail.dkim.existingSecretKey "dkim-private-key.pem" (not (empty .Values.mail.dkim.existingSecret)) }}
+{{- end }}
+
+{{/* Where the pods see the DKIM key and the SMTP TLS certificate (read-only Secret mounts). */}}
+{{- define "alcarta.dkimDir" -}}/etc/alcarta/dkim{{- end }}
+{{- define "alcarta.dkimKeyFile" -}}{{ include "alcarta.dkimDir" . }}/private.pem{{- end }}
+{{- define "alcarta.smtpTlsDir" -}}/etc/alcarta/smtp-tls{{- end }}
 
 {{/* The pod-level settings shared by the Deployment and the migration Job. */}}
 {{- define "alcarta.podCommon" -}}
