@@ -126,9 +126,9 @@ export class WaitRepository {
 
   /**
    * The safety re-check of every parked wait of this process in one statement: heads of the
-   * watched mailboxes, states of the watched requests and of their deliveries, the pending persisted waits (which every
-   * replica watches), which of the awaited persisted results are fixed, and which of the tokens the
-   * waits act for were revoked or expired.
+   * watched mailboxes, states of the watched requests and of their deliveries, the pending persisted
+   * waits (which every replica watches), which of the awaited persisted results are fixed, and which
+   * of the tokens the waits act for were revoked or expired.
    */
   async probe(
     mailboxes: MailboxAccess,
