@@ -5,6 +5,7 @@ import { RequestState } from '../approvals/approval-request.entity';
 import { MailboxAccess } from '../auth/caller';
 import { AccessEndReason, LAPSE_REASON_SQL, TOKEN_LAPSED_SQL } from '../auth/credential-revocation';
 import { RequestEventPayload } from '../events/event-log';
+import { MessageAuthentication } from '../mail/message-authentication';
 import { MessageRow, RequestRow } from './waiters';
 
 export interface MailboxHead {
@@ -47,9 +48,12 @@ export class WaitRepository {
         from_address: string;
         subject: string;
         received_at: Date;
+        authentication: MessageAuthentication;
+        from_verified: boolean;
       }>
     >(
-      `SELECT m.id, m.mailbox_id, b.cursor_key, m.mailbox_seq, m.direction, m.from_address, m.subject, m.received_at
+      `SELECT m.id, m.mailbox_id, b.cursor_key, m.mailbox_seq, m.direction, m.from_address, m.subject, m.received_at,
+              m.authentication, m.from_verified
          FROM unnest($1::text[], $2::bigint[]) AS p(mailbox_id, after)
          JOIN messages m ON m.mailbox_id = p.mailbox_id AND m.mailbox_seq > p.after
          JOIN mailboxes b ON b.id = m.mailbox_id
@@ -66,6 +70,8 @@ export class WaitRepository {
       from: r.from_address,
       subject: r.subject,
       receivedAt: r.received_at,
+      authentication: r.authentication,
+      fromVerified: r.from_verified,
     }));
   }
 
