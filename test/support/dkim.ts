@@ -16,12 +16,15 @@ export async function dkimSigned(
   raw: string,
   signer: { domain: string; selector: string; privateKey: string },
 ): Promise<string> {
+  const key = { signingDomain: signer.domain, selector: signer.selector, privateKey: signer.privateKey };
+  // mailauth 4 signs with `signatureData` only; its typings also demand the fields at the top level.
   const { signatures, errors } = await dkimSign(raw, {
+    ...key,
     canonicalization: 'relaxed/relaxed',
-    signingDomain: signer.domain,
-    selector: signer.selector,
-    privateKey: signer.privateKey,
+    signatureData: [key],
   });
-  if (errors.length > 0) throw new Error(`DKIM signing failed: ${JSON.stringify(errors)}`);
+  if (errors.length > 0 || !signatures.startsWith('DKIM-Signature:')) {
+    throw new Error(`DKIM signing failed: ${JSON.stringify(errors)}`);
+  }
   return signatures + raw;
 }
