@@ -11,9 +11,16 @@ export type DnsResolver = (name: string, rrtype: string) => Promise<string[][] |
 /** Injection token of the DnsResolver (ServerOptions.dnsResolver, else Node's resolver). */
 export const DNS_RESOLVER = Symbol('DNS_RESOLVER');
 
-/** The system resolver (what /etc/resolv.conf names). */
-export const systemDnsResolver: DnsResolver = (name, rrtype) =>
-  dns.resolve(name, rrtype) as Promise<string[][] | string[]>;
+/**
+ * The system's DNS servers (what /etc/resolv.conf names), asked with short timeouts of its own
+ * (2 tries of 1.5 s), so that queries given up by BoundedDnsResolver do not linger in the
+ * background for Node's default of 4 tries.
+ */
+let systemResolver: dns.Resolver | undefined;
+export const systemDnsResolver: DnsResolver = (name, rrtype) => {
+  systemResolver ??= new dns.Resolver({ timeout: 1500, tries: 2 });
+  return systemResolver.resolve(name, rrtype) as Promise<string[][] | string[]>;
+};
 
 /** Shares the DNS resolver that sender authentication uses; tests inject their own records. */
 @Global()
