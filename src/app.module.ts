@@ -10,6 +10,7 @@ import { EventsModule } from './events/events.module';
 import { HealthModule } from './health/health.module';
 import { RestExceptionFilter } from './http/rest-exception.filter';
 import { LoggingModule } from './logging/logging.module';
+import { DnsModule, DnsResolver } from './mail/dns-resolver';
 import { MailModule } from './mail/mail.module';
 import { LifecycleModule } from './lifecycle/lifecycle.module';
 import { OutboxModule } from './outbox/outbox.module';
@@ -21,12 +22,13 @@ import { WaitsModule } from './waits/waits.module';
 /** The HTTP server: REST API, MCP endpoint, health. */
 @Module({})
 export class AppModule {
-  static register(options: ConfigOptions, logger: Logger): DynamicModule {
+  static register(options: ConfigOptions & { dnsResolver?: DnsResolver }, logger: Logger): DynamicModule {
     return {
       module: AppModule,
       imports: [
         AlcartaConfigModule.forRoot(options),
         LoggingModule.forRoot(logger),
+        DnsModule.forRoot(options.dnsResolver),
         LifecycleModule,
         MetricsCoreModule,
         DatabaseModule.forRoot(),

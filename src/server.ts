@@ -18,6 +18,7 @@ import { Metrics } from './metrics/metrics';
 import { mcpBrowserAccess } from './mcp/browser-access';
 import { createValidationPipe } from './http/validation';
 import { validateEnvironment } from './config/environment';
+import { DnsResolver } from './mail/dns-resolver';
 import { createRootLogger, PinoNestLogger } from './logging/logger';
 import { TaskSweeper } from './tasks/task.sweeper';
 import { PersistedWaitSweeper } from './waits/persisted-wait.sweeper';
@@ -28,6 +29,8 @@ export interface ServerOptions {
   overrides?: Record<string, string | undefined>;
   /** Where logs go (JSON lines); by default standard output at ALCARTA_LOG_LEVEL. */
   logger?: Logger;
+  /** The DNS lookups of sender authentication; by default Node's resolver (tests serve their own records). */
+  dnsResolver?: DnsResolver;
 }
 
 export interface RunningServer {

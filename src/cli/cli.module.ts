@@ -5,6 +5,7 @@ import { AlcartaConfigModule, ConfigOptions } from '../config/config.module';
 import { DatabaseModule } from '../database/database.module';
 import { LifecycleModule } from '../lifecycle/lifecycle.module';
 import { LoggingModule } from '../logging/logging.module';
+import { DnsModule } from '../mail/dns-resolver';
 import { MailModule } from '../mail/mail.module';
 import { MetricsCoreModule } from '../metrics/metrics-core.module';
 import { TasksModule } from '../tasks/tasks.module';
@@ -21,6 +22,8 @@ export class CliModule {
       imports: [
         AlcartaConfigModule.forRoot(options),
         LoggingModule.forRoot(logger),
+        // The mail module's sender authentication needs a resolver; the CLI never looks anything up.
+        DnsModule.forRoot(),
         MetricsCoreModule,
         DatabaseModule.forRoot(),
         LifecycleModule,

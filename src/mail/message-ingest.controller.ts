@@ -6,8 +6,10 @@ import { invalidRequest } from '../common/errors';
 import { PathId, validateBody } from '../http/validation';
 import { IngestMessageDto } from './dto/ingest-message.dto';
 import { InboundMessage } from './inbound-message';
+import { UNVERIFIED_SENDER } from './message-authentication';
 import { MessageService } from './message.service';
 import { parseRfc822 } from './rfc822-parser';
+import { SenderAuthenticator } from './sender-authenticator';
 
 /** Message-IDs compare with their angle brackets, however the sender wrote them. */
 function normaliseMessageId(value: string | undefined): string | null {
@@ -19,7 +21,10 @@ function normaliseMessageId(value: string | undefined): string | null {
 @Controller('v1/mailboxes/:mailbox_id/messages')
 @RequireScopes('mail:ingest')
 export class MessageIngestController {
-  constructor(private readonly messages: MessageService) {}
+  constructor(
+    private readonly messages: MessageService,
+    private readonly authenticator: SenderAuthenticator,
+  ) {}
 
   /** Body parsing for this route accepts JSON and `message/rfc822` (see http/body-parsers.ts). */
   @Post()
@@ -36,10 +41,12 @@ export class MessageIngestController {
         'Send the message as application/json or as a raw RFC 5322 message with Content-Type: message/rfc822.',
       );
     }
-    const message = req.is('message/rfc822')
-      ? await parseRfc822(body as Buffer)
-      : fromJson(await validateBody(IngestMessageDto, body));
-    const { messageId, duplicate } = await this.messages.ingest(caller, mailboxId, message);
+    const raw = req.is('message/rfc822') ? (body as Buffer) : undefined;
+    const message = raw ? await parseRfc822(raw) : fromJson(await validateBody(IngestMessageDto, body));
+    // Raw mail carries its own evidence (DKIM, DMARC, ARC); SPF needs an SMTP client, which REST has
+    // not. JSON carries none: nothing to check.
+    const verdict = raw ? () => this.authenticator.verify(raw) : UNVERIFIED_SENDER;
+    const { messageId, duplicate } = await this.messages.ingest(caller, mailboxId, message, verdict);
     return { message_id: messageId, duplicate };
   }
 }

@@ -52,16 +52,18 @@ export class MessageService {
 
   /**
    * Stores an inbound message that a caller posted to one mailbox (REST ingest): the caller must see
-   * the mailbox, then it is stored as any inbound mail is (see store()).
+   * the mailbox, then it is stored as any inbound mail is (see store()). A verdict given as a
+   * function is worked out only after the access check, so nobody makes us look up DNS for a
+   * mailbox they cannot reach.
    */
   async ingest(
     caller: Caller,
     mailboxId: string,
     message: InboundMessage,
-    verdict: SenderVerdict = UNVERIFIED_SENDER,
+    verdict: SenderVerdict | (() => Promise<SenderVerdict>) = UNVERIFIED_SENDER,
   ): Promise<StoredInbound> {
     if (!(await this.mailboxes.findVisible(mailboxId, caller.mailboxAccess))) throw notFound('mailbox', mailboxId);
-    const [stored] = await this.store([mailboxId], message, verdict);
+    const [stored] = await this.store([mailboxId], message, typeof verdict === 'function' ? await verdict() : verdict);
     return stored;
   }
 

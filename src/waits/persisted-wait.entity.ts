@@ -6,7 +6,15 @@ import { AccessEnded, WaitResult } from './wait-spec';
 
 /** What a persisted wait watches, as stored (the JSON form of a WaitSpec without its caller). */
 export type StoredWaitSpec =
-  | { kind: 'message'; mailbox_id: string | null; from: string | null; subject_contains: string | null; cursor: string }
+  | {
+      kind: 'message';
+      mailbox_id: string | null;
+      from: string | null;
+      subject_contains: string | null;
+      /** Absent in waits stored before the filter existed (read as false). */
+      from_verified?: boolean;
+      cursor: string;
+    }
   | { kind: 'request'; request_ids: string[]; states: RequestState[]; delivery_states?: DeliveryStatus[] };
 
 @Entity({ name: 'waits' })

@@ -19,6 +19,8 @@ export interface MessageWaitSpec {
   from: string | undefined;
   /** Lower-cased substring the subject must contain, if any. */
   subjectContains: string | undefined;
+  /** Only messages whose From domain passed DMARC (`from_verified: true`); false: no such filter. */
+  fromVerifiedOnly: boolean;
   timeoutMs: number;
 }
 
@@ -89,6 +91,7 @@ export function toStoredSpec(spec: WaitSpec, start: MessageCursor | undefined): 
         mailbox_id: spec.mailboxId ?? null,
         from: spec.from ?? null,
         subject_contains: spec.subjectContains ?? null,
+        from_verified: spec.fromVerifiedOnly,
         cursor: start!.toString(),
       }
     : {
@@ -108,6 +111,8 @@ export function fromStoredSpec(stored: StoredWaitSpec, caller: Caller, timeoutMs
         since: MessageCursor.parse(stored.cursor),
         from: stored.from ?? undefined,
         subjectContains: stored.subject_contains ?? undefined,
+        // Waits stored before the filter existed have no such field: no filter.
+        fromVerifiedOnly: stored.from_verified === true,
         timeoutMs,
       }
     : {

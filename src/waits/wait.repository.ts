@@ -7,6 +7,7 @@ import { AccessEndReason, LAPSE_REASON_SQL, TOKEN_LAPSED_SQL } from '../auth/cre
 import { DeliveryEventPayload, RequestEventPayload } from '../events/event-log';
 import { deliveryView } from '../outbox/delivery.views';
 import { DeliveryStatus } from '../outbox/outbound-delivery.entity';
+import { MessageAuthentication } from '../mail/message-authentication';
 import { MessageRow, RequestRow } from './waiters';
 
 export interface MailboxHead {
@@ -49,9 +50,12 @@ export class WaitRepository {
         from_address: string;
         subject: string;
         received_at: Date;
+        authentication: MessageAuthentication;
+        from_verified: boolean;
       }>
     >(
-      `SELECT m.id, m.mailbox_id, b.cursor_key, m.mailbox_seq, m.direction, m.from_address, m.subject, m.received_at
+      `SELECT m.id, m.mailbox_id, b.cursor_key, m.mailbox_seq, m.direction, m.from_address, m.subject, m.received_at,
+              m.authentication, m.from_verified
          FROM unnest($1::text[], $2::bigint[]) AS p(mailbox_id, after)
          JOIN messages m ON m.mailbox_id = p.mailbox_id AND m.mailbox_seq > p.after
          JOIN mailboxes b ON b.id = m.mailbox_id
@@ -68,6 +72,8 @@ export class WaitRepository {
       from: r.from_address,
       subject: r.subject,
       receivedAt: r.received_at,
+      authentication: r.authentication,
+      fromVerified: r.from_verified,
     }));
   }
 

@@ -43,7 +43,13 @@ export const WAIT_SOCKET_PATH = '/v1/waits/ws';
 /** `email_await` arguments after schema validation (the monitor_* tools map onto these). */
 export interface AwaitArguments {
   event?:
-    | { type: 'message_received'; mailbox_id?: string; from?: string; subject_contains?: string }
+    | {
+        type: 'message_received';
+        mailbox_id?: string;
+        from?: string;
+        subject_contains?: string;
+        from_verified?: boolean;
+      }
     | {
         type: 'request_state_changed';
         request_ids: string[];
@@ -232,7 +238,7 @@ export class WaitService {
 
   private async messageSpec(
     caller: Caller,
-    event: { mailbox_id?: string; from?: string; subject_contains?: string },
+    event: { mailbox_id?: string; from?: string; subject_contains?: string; from_verified?: boolean },
     args: AwaitArguments,
   ): Promise<MessageWaitSpec> {
     requireScope(caller, 'mail:read', 'message waits');
@@ -246,6 +252,7 @@ export class WaitService {
       since,
       from: normalise(event.from),
       subjectContains: normalise(event.subject_contains),
+      fromVerifiedOnly: event.from_verified === true,
       timeoutMs,
     };
   }

@@ -2,6 +2,7 @@ import { RequestState } from '../approvals/approval-request.entity';
 import { Credential } from '../auth/caller';
 import { AccessEndReason } from '../auth/credential-revocation';
 import { DeliveryEventPayload, RequestEventPayload } from '../events/event-log';
+import { MessageAuthentication } from '../mail/message-authentication';
 import { MessageCursor } from '../mail/message-cursor';
 import { DeliveryView } from '../outbox/delivery.views';
 import { DeliveryStatus } from '../outbox/outbound-delivery.entity';
@@ -21,6 +22,8 @@ export interface MessageRow {
   from: string;
   subject: string;
   receivedAt: Date;
+  authentication: MessageAuthentication;
+  fromVerified: boolean;
 }
 
 export interface RequestRow {
@@ -156,7 +159,8 @@ export class MessageWaiter extends Waiter {
     return (
       row.direction === 'inbound' &&
       (this.spec.from === undefined || row.from.toLowerCase() === this.spec.from) &&
-      (this.spec.subjectContains === undefined || row.subject.toLowerCase().includes(this.spec.subjectContains))
+      (this.spec.subjectContains === undefined || row.subject.toLowerCase().includes(this.spec.subjectContains)) &&
+      (!this.spec.fromVerifiedOnly || row.fromVerified)
     );
   }
 }
@@ -273,5 +277,7 @@ function messageEvent(row: MessageRow) {
     from: row.from,
     subject: row.subject,
     received_at: row.receivedAt.toISOString(),
+    authentication: row.authentication,
+    from_verified: row.fromVerified,
   };
 }

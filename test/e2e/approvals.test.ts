@@ -374,6 +374,9 @@ describe('approval requests', () => {
       from: 'sender@example.org',
       subject,
       received_at: (await callOk(agent, 'get_message', { message_id: id })).received_at,
+      // JSON ingest: nothing to check (SPEC 9).
+      authentication: { spf: 'none', dkim: 'none', dmarc: 'none', arc: 'none' },
+      from_verified: false,
     });
     const payloads = rows.map((r) => r.payload);
     assert.deepEqual(payloads, [await expected(messageId, 'Ping'), await expected(second, 'Pong')]);

@@ -41,6 +41,8 @@ async function insertMessageSilently(db: TestDatabase, mailboxId: string, subjec
     from: 'silent@example.org',
     subject,
     received_at: receivedAt,
+    authentication: { spf: 'none', dkim: 'none', dmarc: 'none', arc: 'none' },
+    from_verified: false,
   };
   await inTransaction(db, async () => {
     const [{ message_seq: seq }] = await db.query<{ message_seq: string }>(
@@ -49,9 +51,9 @@ async function insertMessageSilently(db: TestDatabase, mailboxId: string, subjec
     );
     await db.query(
       `INSERT INTO messages (id, mailbox_id, mailbox_seq, direction, from_address, to_addresses, cc_addresses,
-                             subject, text_body, thread_id, received_at)
-       VALUES ($1, $2, $3, 'inbound', $4, ARRAY['agent@example.com'], '{}', $5, 'no doorbell', $6, $7)`,
-      [id, mailboxId, seq, event.from, subject, fakeId('thr'), receivedAt],
+                             subject, text_body, thread_id, received_at, authentication, from_verified)
+       VALUES ($1, $2, $3, 'inbound', $4, ARRAY['agent@example.com'], '{}', $5, 'no doorbell', $6, $7, $8, $9)`,
+      [id, mailboxId, seq, event.from, subject, fakeId('thr'), receivedAt, event.authentication, event.from_verified],
     );
     await db.query(`INSERT INTO events (type, mailbox_id, message_id, payload) VALUES ($1, $2, $3, $4)`, [
       event.type,

@@ -95,6 +95,9 @@ describe('websocket delivery of waits', () => {
         from,
         subject: 'after the wait started',
         received_at: undefined,
+        // JSON ingest: nothing to check (SPEC 9).
+        authentication: { spf: 'none', dkim: 'none', dmarc: 'none', arc: 'none' },
+        from_verified: false,
       },
     );
     const resumed = await callOk(agent, 'list_messages', { mailbox_id: mailboxId, since_cursor: cursor });

@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { freePort } from '#app/common/net.js';
+import { DnsResolver } from '#app/mail/dns-resolver.js';
 import { startServer, RunningServer } from '#app/server.js';
+import { dnsZone } from './dns-zone';
 import { createTestDatabase, TestDatabase } from './database';
 import { RestClient } from './rest';
 
@@ -31,6 +33,8 @@ export async function startTestServer(
     adminToken?: string;
     /** Listen on a port chosen in advance and make it ALCARTA_PUBLIC_URL, so websocket URLs point here. */
     ownPublicUrl?: boolean;
+    /** DNS for sender authentication (see dns-zone.ts); by default an empty zone: tests never ask the real DNS. */
+    dnsResolver?: DnsResolver;
   } = {},
 ): Promise<TestServer> {
   const db = options.db ?? (await createTestDatabase());
@@ -48,6 +52,7 @@ export async function startTestServer(
       ALCARTA_DB_POOL_SIZE: '5',
       ...options.env,
     },
+    dnsResolver: options.dnsResolver ?? dnsZone(),
   });
   return {
     url: running.url,

@@ -56,10 +56,17 @@ const subjectContains = z
   .max(998)
   .optional()
   .describe('Only mail whose subject contains this (case-insensitive).');
+const fromVerified = z
+  .boolean()
+  .optional()
+  .describe(
+    'true: only mail whose From address is verified (its domain passed DMARC: from_verified in the events); ' +
+      'use it when you act on who the sender is. false or omitted: no such filter (unverified mail too).',
+  );
 const requestIds = z.array(z.string().min(1)).min(1).max(100);
 
 /** Fields that belong to one kind of event only; the server checks the combination (awaitArguments). */
-const MESSAGE_FIELDS = ['mailbox_id', 'from', 'subject_contains'] as const;
+const MESSAGE_FIELDS = ['mailbox_id', 'from', 'subject_contains', 'from_verified'] as const;
 const REQUEST_FIELDS = ['request_ids', 'states', 'delivery_states'] as const;
 
 /**
@@ -76,6 +83,10 @@ const awaitEvent = z
     from: from.describe('message_received only: only mail from this sender address (case-insensitive).'),
     subject_contains: subjectContains.describe(
       'message_received only: only mail whose subject contains this (case-insensitive).',
+    ),
+    from_verified: fromVerified.describe(
+      'message_received only: true = only mail whose From address is verified (DMARC pass: from_verified in the ' +
+        'events); false or omitted = no such filter.',
     ),
     request_ids: requestIds
       .optional()
@@ -112,7 +123,7 @@ export class WaitTools implements ToolProvider {
         title: 'Wait for new mail or an approval decision',
         description:
           'Blocks until something you wait for happens, instead of polling. Message wait: ' +
-          '{"type":"message_received","mailbox_id"?,"from"?,"subject_contains"?} returns the new inbound messages ' +
+          '{"type":"message_received","mailbox_id"?,"from"?,"subject_contains"?,"from_verified"?} returns the new inbound messages ' +
           'after since_cursor (without it: after the newest message at the start of the wait), as soon as at least ' +
           'one matches, up to 100. Request wait: {"type":"request_state_changed","request_ids":[…],"states"?,' +
           '"delivery_states"?} returns as soon as a listed request is in one of the states, or the email of an ' +
@@ -145,9 +156,9 @@ export class WaitTools implements ToolProvider {
         blocking: true,
         title: 'Wait for new mail',
         description:
-          'Blocks until new inbound mail arrives in your mailboxes (or one mailbox), optionally only from a sender or ' +
-          'with a subject containing some text; returns up to 100 new messages as events. Same as email_await with a ' +
-          'message_received event. ' +
+          'Blocks until new inbound mail arrives in your mailboxes (or one mailbox), optionally only from a sender, ' +
+          'with a subject containing some text, or with a verified From (from_verified: true); returns up to 100 new ' +
+          'messages as events. Same as email_await with a message_received event. ' +
           RESULT_HELP,
         input: z
           .object({
@@ -155,6 +166,7 @@ export class WaitTools implements ToolProvider {
             since_cursor: sinceCursor,
             from,
             subject_contains: subjectContains,
+            from_verified: fromVerified,
             timeout_seconds: timeoutSeconds,
             delivery,
           })
@@ -224,6 +236,7 @@ function awaitArguments(args: Omit<AwaitArguments, 'event'> & { event?: AwaitEve
         mailbox_id: event.mailbox_id,
         from: event.from,
         subject_contains: event.subject_contains,
+        from_verified: event.from_verified,
       },
     };
   }
@@ -248,6 +261,7 @@ function inboxArguments(args: {
   since_cursor?: string;
   from?: string;
   subject_contains?: string;
+  from_verified?: boolean;
   timeout_seconds: number;
   delivery: AwaitArguments['delivery'];
 }): AwaitArguments {
@@ -257,6 +271,7 @@ function inboxArguments(args: {
       mailbox_id: args.mailbox_id,
       from: args.from,
       subject_contains: args.subject_contains,
+      from_verified: args.from_verified,
     },
     since_cursor: args.since_cursor,
     timeout_seconds: args.timeout_seconds,

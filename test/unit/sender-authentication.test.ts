@@ -1,0 +1,128 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { AppConfig } from '#app/config/app-config.js';
+import { authenticationResult, dkimResult, senderVerdict } from '#app/mail/authentication-results.js';
+import { BoundedDnsResolver } from '#app/mail/bounded-dns-resolver.js';
+import { SenderAuthenticator } from '#app/mail/sender-authenticator.js';
+import { dnsZone, failingResolver, hangingResolver } from '../support/dns-zone';
+
+describe('sender authentication: result mapping', () => {
+  it('keeps the seven SPEC values and maps the others of mailauth', () => {
+    for (const value of ['pass', 'fail', 'softfail', 'neutral', 'none', 'temperror', 'permerror'] as const) {
+      assert.equal(authenticationResult(value), value);
+    }
+    assert.equal(authenticationResult('policy'), 'permerror');
+    assert.equal(authenticationResult('temperr'), 'temperror');
+    assert.equal(authenticationResult('skipped'), 'none');
+    assert.equal(authenticationResult(undefined), 'none');
+    assert.equal(authenticationResult('something-new'), 'neutral');
+  });
+
+  it('DKIM: pass when any signature passes, else the most telling failure, none when unsigned', () => {
+    assert.equal(dkimResult(['fail', 'pass', 'temperror']), 'pass');
+    assert.equal(dkimResult(['fail', 'temperror']), 'temperror');
+    assert.equal(dkimResult(['neutral', 'fail']), 'fail');
+    assert.equal(dkimResult(['neutral', 'policy']), 'permerror');
+    assert.equal(dkimResult(['neutral']), 'neutral');
+    assert.equal(dkimResult(['none']), 'none');
+    assert.equal(dkimResult([]), 'none');
+  });
+
+  it('from_verified is DMARC pass and nothing else', () => {
+    assert.deepEqual(senderVerdict({ spf: 'pass', dkim: ['pass'], arc: 'pass', dmarc: 'fail' }), {
+      authentication: { spf: 'pass', dkim: 'pass', dmarc: 'fail', arc: 'pass' },
+      fromVerified: false,
+    });
+    assert.deepEqual(senderVerdict({ dkim: ['none'], arc: 'none', dmarc: 'pass' }), {
+      authentication: { spf: 'none', dkim: 'none', dmarc: 'pass', arc: 'none' },
+      fromVerified: true,
+    });
+    assert.equal(senderVerdict({ dkim: ['pass'], arc: 'none', dmarc: 'temperror' }).fromVerified, false);
+  });
+});
+
+describe('sender authentication: bounded DNS', () => {
+  it('a lookup that never answers fails with ETIMEOUT after the lookup limit, and counts as a failure', async () => {
+    const bounded = new BoundedDnsResolver(hangingResolver(), { lookupMs: 50, totalMs: 10_000 });
+    const started = Date.now();
+    await assert.rejects(bounded.resolve('_dmarc.example.org', 'TXT'), { code: 'ETIMEOUT' });
+    assert.ok(Date.now() - started < 5000);
+    assert.equal(bounded.failures, 1);
+  });
+
+  it('past the total limit every lookup fails at once', async () => {
+    const zone = dnsZone({ 'example.org': { TXT: ['v=spf1 -all'] } });
+    const bounded = new BoundedDnsResolver(zone, { lookupMs: 50, totalMs: 0 });
+    await assert.rejects(bounded.resolve('example.org', 'TXT'), { code: 'ETIMEOUT' });
+    assert.equal(zone.lookups.length, 0);
+  });
+
+  it('answers pass through; "no such record" is an answer, not a failure', async () => {
+    const bounded = new BoundedDnsResolver(dnsZone({ 'example.org': { TXT: ['v=spf1 -all'] } }));
+    assert.deepEqual(await bounded.resolve('EXAMPLE.org.', 'TXT'), [['v=spf1 -all']]);
+    await assert.rejects(bounded.resolve('example.org', 'A'), { code: 'ENODATA' });
+    await assert.rejects(bounded.resolve('missing.example.org', 'TXT'), { code: 'ENOTFOUND' });
+    assert.equal(bounded.failures, 0);
+    const broken = new BoundedDnsResolver(failingResolver());
+    await assert.rejects(broken.resolve('example.org', 'TXT'), { code: 'ESERVFAIL' });
+    assert.equal(broken.failures, 1);
+  });
+});
+
+/**
+ * SPF needs an SMTP session (client address, HELO, MAIL FROM). Until the SMTP server's end-to-end
+ * tests exist, this checks the mapping of real mailauth SPF answers through the service, with DNS
+ * answers from a record table.
+ */
+describe('sender authentication: SPF through SenderAuthenticator', () => {
+  const config = { mailAuthentication: true, smtpHostname: 'mx.alcarta.test' } as AppConfig;
+  const zone = dnsZone({
+    'agents.example': { TXT: ['v=spf1 ip4:192.0.2.10 -all'] },
+    'soft.example': { TXT: ['v=spf1 ip4:192.0.2.10 ~all'] },
+    'open.example': { TXT: ['v=spf1 ?all'] },
+    'broken.example': { TXT: ['v=spf1 ip4:192.0.2.10 bogus:x -all'] },
+    '_dmarc.agents.example': { TXT: ['v=DMARC1; p=reject'] },
+  });
+  const authenticator = new SenderAuthenticator(config, zone);
+  const unsigned = (from: string) =>
+    Buffer.from(`From: ${from}\r\nTo: agent@alcarta.test\r\nSubject: hi\r\nMessage-ID: <1@x>\r\n\r\nhello\r\n`);
+  const smtp = (ip: string, mailFrom: string) => ({ ip, helo: 'mail.agents.example', mailFrom });
+
+  it('an authorised client passes SPF, and SPF alone aligns DMARC (from_verified)', async () => {
+    const verdict = await authenticator.verify(
+      unsigned('bot@agents.example'),
+      smtp('192.0.2.10', 'bot@agents.example'),
+    );
+    assert.deepEqual(verdict, {
+      authentication: { spf: 'pass', dkim: 'none', dmarc: 'pass', arc: 'none' },
+      fromVerified: true,
+    });
+  });
+
+  it('fail, softfail, neutral, none and permerror come through as such', async () => {
+    const spfOf = async (ip: string, mailFrom: string) =>
+      (await authenticator.verify(unsigned('bot@agents.example'), smtp(ip, mailFrom))).authentication.spf;
+    assert.equal(await spfOf('198.51.100.7', 'bot@agents.example'), 'fail');
+    assert.equal(await spfOf('198.51.100.7', 'bot@soft.example'), 'softfail');
+    assert.equal(await spfOf('198.51.100.7', 'bot@open.example'), 'neutral');
+    assert.equal(await spfOf('198.51.100.7', 'bot@nowhere.example'), 'none');
+    assert.equal(await spfOf('198.51.100.7', 'bot@broken.example'), 'permerror');
+    const failed = await authenticator.verify(
+      unsigned('bot@agents.example'),
+      smtp('198.51.100.7', 'bot@agents.example'),
+    );
+    assert.deepEqual(failed.authentication.dmarc, 'fail');
+    assert.equal(failed.fromVerified, false);
+  });
+
+  it('DNS trouble is temperror; without an SMTP context SPF is none and not looked up', async () => {
+    const broken = new SenderAuthenticator(config, failingResolver());
+    const verdict = await broken.verify(unsigned('bot@agents.example'), smtp('192.0.2.10', 'bot@agents.example'));
+    assert.equal(verdict.authentication.spf, 'temperror');
+    assert.equal(verdict.authentication.dmarc, 'temperror');
+    const counting = dnsZone();
+    const rest = await new SenderAuthenticator(config, counting).verify(unsigned('bot@agents.example'));
+    assert.equal(rest.authentication.spf, 'none');
+    assert.deepEqual(counting.lookups, [{ name: '_dmarc.agents.example', rrtype: 'TXT' }]);
+  });
+});
