@@ -43,7 +43,8 @@ export async function launchServer(env: Record<string, string | undefined>): Pro
   const port = await freePort();
   const child = spawn(process.execPath, [join(REPO_ROOT, 'dist', 'main.js')], {
     cwd: REPO_ROOT,
-    env: childEnv({ PORT: String(port), ALCARTA_HOST: '127.0.0.1', ...env }),
+    // SMTP is off unless a test asks for it (a port of its own): parallel servers must not share 2525.
+    env: childEnv({ PORT: String(port), ALCARTA_HOST: '127.0.0.1', ALCARTA_SMTP_PORT: 'off', ...env }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   running.add(child);
