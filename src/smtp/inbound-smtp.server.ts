@@ -90,7 +90,10 @@ export class InboundSmtpServer implements BeforeApplicationShutdown {
     });
     this.server = server;
     const port = (server.server.address() as AddressInfo).port;
-    this.logger.info({ component: 'smtp', port, tls: !!this.config.smtpTls, auth: this.config.smtpAuthRequired }, 'SMTP is listening');
+    this.logger.info(
+      { component: 'smtp', port, tls: !!this.config.smtpTls, auth: this.config.smtpAuthRequired },
+      'SMTP is listening',
+    );
     return port;
   }
 

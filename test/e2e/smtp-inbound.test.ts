@@ -300,7 +300,9 @@ describe('inbound SMTP', () => {
       const commands = ['EHLO flood.test'];
       for (let i = 0; i < 50; i++) commands.push('NOOP', 'RSET');
       commands.push('MAIL FROM:<p@sender.test>', `RCPT TO:<${box.address}>`, 'RCPT TO:<nobody@example.com>', 'DATA');
-      smtp.write(commands.map((c) => `${c}\r\n`).join('') + 'From: p@sender.test\r\nSubject: piped\r\n\r\nx\r\n.\r\nQUIT\r\n');
+      smtp.write(
+        commands.map((c) => `${c}\r\n`).join('') + 'From: p@sender.test\r\nSubject: piped\r\n\r\nx\r\n.\r\nQUIT\r\n',
+      );
       const replies: string[] = [];
       for (let i = 0; i < commands.length + 2; i++) replies.push(await smtp.reply());
       assert.match(replies[0], /^250 /);
@@ -340,6 +342,9 @@ describe('inbound SMTP', () => {
 
   it('counts sessions', async () => {
     assert.ok((await metricValue(server.url, 'alcarta_smtp_sessions_total')) >= 10);
-    await waitFor('idle sessions to close', async () => (await metricValue(server.url, 'alcarta_smtp_sessions_active')) === 0);
+    await waitFor(
+      'idle sessions to close',
+      async () => (await metricValue(server.url, 'alcarta_smtp_sessions_active')) === 0,
+    );
   });
 });
