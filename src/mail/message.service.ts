@@ -15,6 +15,13 @@ import { MessageRepository } from './message.repository';
 import { MessageSequence } from './message-sequence';
 import { messageDetail, messageSummary } from './message.views';
 
+/** One inbound message for some mailboxes (see MessageService.storeEach). */
+export interface InboundDelivery {
+  mailboxIds: readonly string[];
+  message: InboundMessage;
+  verdict?: SenderVerdict;
+}
+
 /** One mailbox's copy of a stored inbound message. */
 export interface StoredInbound {
   mailboxId: string;
@@ -79,14 +86,36 @@ export class MessageService {
     message: InboundMessage,
     verdict: SenderVerdict = UNVERIFIED_SENDER,
   ): Promise<StoredInbound[]> {
-    const input = withinInboundLimits(message);
-    const ids = [...new Set(mailboxIds)].sort();
-    const byMailbox = await this.dataSource.transaction(async (manager) => {
-      const stored = new Map<string, StoredInbound>();
-      for (const mailboxId of ids) stored.set(mailboxId, await this.storeOne(manager, mailboxId, input, verdict));
-      return stored;
+    const [stored] = await this.storeEach([{ mailboxIds, message, verdict }]);
+    return stored;
+  }
+
+  /**
+   * store() for several messages in ONE transaction (group commit): one lock round and one commit
+   * for a burst of SMTP deliveries, instead of one each, which is what bounds the rate of mail into
+   * one mailbox (its writers serialise on the mailbox lock). All commit or none does; the result of
+   * each delivery comes back in its place. A message repeated within the batch is a duplicate there
+   * too (the transaction sees its own rows).
+   */
+  async storeEach(deliveries: readonly InboundDelivery[]): Promise<StoredInbound[][]> {
+    const inputs = deliveries.map((d) => ({
+      mailboxIds: d.mailboxIds,
+      input: withinInboundLimits(d.message),
+      verdict: d.verdict ?? UNVERIFIED_SENDER,
+    }));
+    const lockOrder = [...new Set(inputs.flatMap((d) => d.mailboxIds))].sort();
+    return this.dataSource.transaction(async (manager) => {
+      for (const mailboxId of lockOrder) await this.sequence.lock(manager, mailboxId);
+      const results: StoredInbound[][] = [];
+      for (const delivery of inputs) {
+        const stored = new Map<string, StoredInbound>();
+        for (const mailboxId of new Set(delivery.mailboxIds)) {
+          stored.set(mailboxId, await this.storeOne(manager, mailboxId, delivery.input, delivery.verdict));
+        }
+        results.push(delivery.mailboxIds.map((id) => stored.get(id)!));
+      }
+      return results;
     });
-    return mailboxIds.map((id) => byMailbox.get(id)!);
   }
 
   private async storeOne(
@@ -95,7 +124,7 @@ export class MessageService {
     input: InboundMessage,
     verdict: SenderVerdict,
   ): Promise<StoredInbound> {
-    await this.sequence.lock(manager, mailboxId);
+    // The caller holds the mailbox lock (storeEach).
     if (input.messageIdHeader) {
       const existing = await this.messages.findInboundByMessageIdHeader(manager, mailboxId, input.messageIdHeader);
       if (existing) return { mailboxId, messageId: existing.id, duplicate: true };

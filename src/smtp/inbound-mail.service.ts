@@ -7,9 +7,10 @@ import { classifyDatabaseError } from '../database/database-errors';
 import { ROOT_LOGGER } from '../logging/logging.module';
 import { InboundMessage } from '../mail/inbound-message';
 import { MailboxService } from '../mail/mailbox.service';
-import { StoredInbound, MessageService } from '../mail/message.service';
+import { StoredInbound } from '../mail/message.service';
 import { parseRfc822 } from '../mail/rfc822-parser';
 import { SenderAuthenticator, SmtpEnvelopeContext } from '../mail/sender-authenticator';
+import { GroupCommit } from './group-commit';
 import { mailboxAddressOf } from './recipient-address';
 import { SmtpRefusal } from './smtp-refusal';
 
@@ -23,15 +24,15 @@ function temporaryFailure(err: unknown): SmtpRefusal {
 /**
  * The rules of inbound SMTP (SPEC 9), apart from the SMTP dialogue itself (InboundSmtpServer): who
  * may deliver (AUTH with a `mail:ingest` token), which recipients are ours, and storing a received
- * message in every recipient mailbox through the one ingest path (MessageService.store) that REST
- * raw ingest uses too. Refusals are SmtpRefusal with the reply code the client gets.
+ * message in every recipient mailbox through the one ingest path (MessageService.store/storeEach)
+ * that REST raw ingest uses too. Refusals are SmtpRefusal with the reply code the client gets.
  */
 @Injectable()
 export class InboundMailService {
   constructor(
     private readonly tokens: TokenService,
     private readonly mailboxes: MailboxService,
-    private readonly messages: MessageService,
+    private readonly groupCommit: GroupCommit,
     private readonly authenticator: SenderAuthenticator,
     @Inject(ROOT_LOGGER) private readonly logger: Logger,
   ) {}
@@ -94,7 +95,7 @@ export class InboundMailService {
       throw new SmtpRefusal(451, 'storage_error', 'Local error while checking the sender; try again later.');
     }
     try {
-      return await this.messages.store(mailboxIds, message, verdict);
+      return await this.groupCommit.store({ mailboxIds, message, verdict });
     } catch (err) {
       const failure = classifyDatabaseError(err);
       if (failure === 'invalid_input') {
