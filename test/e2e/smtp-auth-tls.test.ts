@@ -5,14 +5,17 @@ import { after, before, describe, it } from 'node:test';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { createTransport } from 'nodemailer';
 import { callOk, connectMcp } from '../support/mcp';
-import { metricValue, repliesWith, swaks, testCertificate } from '../support/smtp';
+import { metricValue, RawSmtp, repliesWith, swaks, testCertificate } from '../support/smtp';
 import { createMailbox, createToken, startTestServer, TestServer } from '../support/test-server';
+import { waitFor } from '../support/wait-for';
 
 /**
  * SPEC 9 STARTTLS (ALCARTA_SMTP_TLS_CERT_FILE/KEY_FILE) and ALCARTA_SMTP_AUTH=required: a client
  * must AUTH with a mail:ingest token as the password, after STARTTLS; a token bound to mailboxes
  * delivers only to those.
  */
+const MAX_CLIENTS = 3;
+
 describe('inbound SMTP with STARTTLS and AUTH required', () => {
   let server: TestServer;
   let port: number;
@@ -55,6 +58,7 @@ describe('inbound SMTP with STARTTLS and AUTH required', () => {
         ALCARTA_SMTP_AUTH: 'required',
         ALCARTA_SMTP_TLS_CERT_FILE: cert.certFile,
         ALCARTA_SMTP_TLS_KEY_FILE: cert.keyFile,
+        ALCARTA_SMTP_MAX_CLIENTS: String(MAX_CLIENTS),
       },
     });
     port = server.running.smtpPort!;
@@ -164,5 +168,24 @@ describe('inbound SMTP with STARTTLS and AUTH required', () => {
     assert.match(repliesWith(sent, '550')[0] ?? '', /^550 5\.1\.1 /);
     assert.equal(await count(boxA.id), beforeA + 1);
     assert.equal(await count(boxB.id), beforeB);
+  });
+
+  it('caps concurrent sessions at ALCARTA_SMTP_MAX_CLIENTS: one more gets 421', async () => {
+    const active = () => metricValue(server.url, 'alcarta_smtp_sessions_active');
+    await waitFor('earlier sessions to close', async () => (await active()) === 0);
+    const sessions = await Promise.all(Array.from({ length: MAX_CLIENTS }, () => RawSmtp.open(port)));
+    try {
+      for (const session of sessions) assert.match(await session.reply(), /^220 /);
+      const extra = await RawSmtp.open(port);
+      assert.match(await extra.reply(), /^421 .*Too many connected clients/);
+      await extra.closedByServer();
+      await sessions[0].command('QUIT');
+      await waitFor('a session to end', async () => (await active()) === MAX_CLIENTS - 1);
+      const again = await RawSmtp.open(port);
+      assert.match(await again.reply(), /^220 /, 'a freed slot is usable again');
+      again.destroy();
+    } finally {
+      for (const session of sessions) session.destroy();
+    }
   });
 });

@@ -233,6 +233,37 @@ describe('inbound SMTP', () => {
     assert.equal((await listed(box.id)).length, 1);
   });
 
+  it('stores concurrent deliveries into one mailbox, and concurrent duplicates once', async () => {
+    const box = await mailbox();
+    const transport = createTransport({
+      pool: true,
+      maxConnections: 6,
+      host: '127.0.0.1',
+      port: smtpPort,
+      secure: false,
+      ignoreTLS: true,
+    });
+    const messageId = `<burst-dup-${randomBytes(4).toString('hex')}@sender.test>`;
+    try {
+      const sends = [
+        ...Array.from({ length: 30 }, (_, i) =>
+          transport.sendMail({ from: 'g@sender.test', to: box.address, subject: `burst ${i}`, text: 'x' }),
+        ),
+        ...Array.from({ length: 6 }, () =>
+          transport.sendMail({ from: 'g@sender.test', to: box.address, subject: 'dup', text: 'x', messageId }),
+        ),
+      ];
+      const results = await Promise.all(sends);
+      assert.ok(results.every((r) => r.response.startsWith('250 ')));
+    } finally {
+      transport.close();
+    }
+    const messages = await listed(box.id);
+    assert.equal(messages.length, 31);
+    assert.equal(messages.filter((m) => m.subject === 'dup').length, 1);
+    assert.equal(new Set(messages.map((m) => m.message_id)).size, 31);
+  });
+
   describe('hostile input: a proper reply, never a crash, nothing half-stored', () => {
     /** Sends `data` (the message, CRLF lines, without the final dot) over a raw session. */
     const sendRaw = async (to: string, data: string | Buffer) => {
