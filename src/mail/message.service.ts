@@ -105,47 +105,74 @@ export class MessageService {
     }));
     const lockOrder = [...new Set(inputs.flatMap((d) => d.mailboxIds))].sort();
     return this.dataSource.transaction(async (manager) => {
-      for (const mailboxId of lockOrder) await this.sequence.lock(manager, mailboxId);
+      // Per mailbox, once for the whole batch: the lock, and the Message-IDs it already holds.
+      const known = new Map<string, Map<string, string>>();
+      for (const mailboxId of lockOrder) {
+        await this.sequence.lock(manager, mailboxId);
+        const headers = inputs
+          .filter((d) => d.mailboxIds.includes(mailboxId) && d.input.messageIdHeader)
+          .map((d) => d.input.messageIdHeader!);
+        known.set(
+          mailboxId,
+          headers.length > 0
+            ? await this.messages.inboundIdsByMessageIdHeader(manager, mailboxId, headers)
+            : new Map<string, string>(),
+        );
+      }
       const results: StoredInbound[][] = [];
+      const appended = new Set<string>();
       for (const delivery of inputs) {
         const stored = new Map<string, StoredInbound>();
         for (const mailboxId of new Set(delivery.mailboxIds)) {
-          stored.set(mailboxId, await this.storeOne(manager, mailboxId, delivery.input, delivery.verdict));
+          const one = await this.storeOne(manager, mailboxId, delivery.input, delivery.verdict, known.get(mailboxId)!);
+          if (!one.duplicate) appended.add(mailboxId);
+          stored.set(mailboxId, one);
         }
         results.push(delivery.mailboxIds.map((id) => stored.get(id)!));
       }
+      // One doorbell per mailbox wakes its waits for every message of the batch.
+      for (const mailboxId of appended) await this.eventLog.ringDoorbell(manager, { kind: 'message', mailboxId });
       return results;
     });
   }
 
+  /**
+   * Stores one copy, under the mailbox lock the caller holds (storeEach). `known` maps the Message-IDs
+   * the mailbox holds to their messages; a new one is added, so a repeat later in the batch is a
+   * duplicate too.
+   */
   private async storeOne(
     manager: EntityManager,
     mailboxId: string,
     input: InboundMessage,
     verdict: SenderVerdict,
+    known: Map<string, string>,
   ): Promise<StoredInbound> {
-    // The caller holds the mailbox lock (storeEach).
-    if (input.messageIdHeader) {
-      const existing = await this.messages.findInboundByMessageIdHeader(manager, mailboxId, input.messageIdHeader);
-      if (existing) return { mailboxId, messageId: existing.id, duplicate: true };
-    }
+    const existing = input.messageIdHeader ? known.get(input.messageIdHeader) : undefined;
+    if (existing) return { mailboxId, messageId: existing, duplicate: true };
     const parents = [input.inReplyTo, ...[...input.references].reverse()].filter((h): h is string => !!h);
-    const message = await this.append(manager, mailboxId, {
-      direction: 'inbound',
-      from: input.from,
-      to: input.to,
-      cc: input.cc,
-      subject: input.subject,
-      text: input.text,
-      html: input.html,
-      messageIdHeader: input.messageIdHeader,
-      inReplyTo: input.inReplyTo,
-      references: input.references,
-      authentication: verdict.authentication,
-      fromVerified: verdict.fromVerified,
-      threadId: (await this.messages.threadOf(manager, mailboxId, parents)) ?? newId('thr'),
-      receivedAt: input.receivedAt ?? new Date(),
-    });
+    const message = await this.append(
+      manager,
+      mailboxId,
+      {
+        direction: 'inbound',
+        from: input.from,
+        to: input.to,
+        cc: input.cc,
+        subject: input.subject,
+        text: input.text,
+        html: input.html,
+        messageIdHeader: input.messageIdHeader,
+        inReplyTo: input.inReplyTo,
+        references: input.references,
+        authentication: verdict.authentication,
+        fromVerified: verdict.fromVerified,
+        threadId: (await this.messages.threadOf(manager, mailboxId, parents)) ?? newId('thr'),
+        receivedAt: input.receivedAt ?? new Date(),
+      },
+      false,
+    );
+    if (input.messageIdHeader) known.set(input.messageIdHeader, message.id);
     await this.hooks.runInboundStored(manager, message, input);
     return { mailboxId, messageId: message.id, duplicate: false };
   }
@@ -199,10 +226,12 @@ export class MessageService {
     return { ...messageDetail(message), ...(delivery && { delivery }) };
   }
 
+  /** Appends a message and its event; `ring: false` leaves the mailbox's doorbell to the caller. */
   private async append(
     manager: EntityManager,
     mailboxId: string,
     fields: Omit<MessageEntity, 'id' | 'mailboxId' | 'mailboxSeq' | 'createdAt'> & { id?: string },
+    ring = true,
   ): Promise<MessageEntity> {
     const message: Omit<MessageEntity, 'createdAt'> = {
       ...fields,
@@ -211,18 +240,22 @@ export class MessageService {
       mailboxSeq: await this.sequence.next(manager, mailboxId),
     };
     await this.messages.insert(manager, message);
-    await this.eventLog.appendMessageEvent(manager, {
-      type: message.direction === 'inbound' ? 'message_received' : 'message_sent',
-      mailbox_id: mailboxId,
-      message_id: message.id,
-      from: message.from,
-      subject: message.subject,
-      received_at: message.receivedAt.toISOString(),
-      ...(message.direction === 'inbound' && {
-        authentication: message.authentication,
-        from_verified: message.fromVerified,
-      }),
-    });
+    await this.eventLog.appendMessageEvent(
+      manager,
+      {
+        type: message.direction === 'inbound' ? 'message_received' : 'message_sent',
+        mailbox_id: mailboxId,
+        message_id: message.id,
+        from: message.from,
+        subject: message.subject,
+        received_at: message.receivedAt.toISOString(),
+        ...(message.direction === 'inbound' && {
+          authentication: message.authentication,
+          from_verified: message.fromVerified,
+        }),
+      },
+      ring,
+    );
     return message as MessageEntity;
   }
 }
