@@ -155,11 +155,13 @@ export class InboundSmtpServer implements BeforeApplicationShutdown {
     auth: SMTPServerAuthentication,
     callback: (err: Error | null | undefined, response?: SMTPServerAuthenticationResponse) => void,
   ): Promise<void> {
+    let caller: Caller;
     try {
-      callback(null, { user: await this.inbound.authenticate(auth.password ?? '') });
+      caller = await this.inbound.authenticate(auth.password ?? '');
     } catch (err) {
-      callback(this.refusal(err));
+      return callback(this.refusal(err));
     }
+    callback(null, { user: caller });
   }
 
   private onMailFrom(session: SMTPServerSession, callback: (err?: Error | null) => void): void {
@@ -180,16 +182,16 @@ export class InboundSmtpServer implements BeforeApplicationShutdown {
     session: SMTPServerSession,
     callback: (err?: Error | null) => void,
   ): Promise<void> {
+    let mailboxId: string;
     try {
-      const mailboxId = await this.inbound.recipientMailbox(address.address, session.user as Caller | undefined);
-      const envelope = session.envelope;
-      const mailboxes = this.recipients.get(envelope) ?? new Set<string>();
-      mailboxes.add(mailboxId);
-      this.recipients.set(envelope, mailboxes);
-      callback();
+      mailboxId = await this.inbound.recipientMailbox(address.address, session.user as Caller | undefined);
     } catch (err) {
-      callback(this.refusal(err));
+      return callback(this.refusal(err));
     }
+    const mailboxes = this.recipients.get(session.envelope) ?? new Set<string>();
+    mailboxes.add(mailboxId);
+    this.recipients.set(session.envelope, mailboxes);
+    callback();
   }
 
   /**
