@@ -14,12 +14,13 @@ import { DnsModule, DnsResolver } from './mail/dns-resolver';
 import { MailModule } from './mail/mail.module';
 import { LifecycleModule } from './lifecycle/lifecycle.module';
 import { OutboxModule } from './outbox/outbox.module';
+import { SmtpModule } from './smtp/smtp.module';
 import { McpModule } from './mcp/mcp.module';
 import { MetricsCoreModule } from './metrics/metrics-core.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { WaitsModule } from './waits/waits.module';
 
-/** The HTTP server: REST API, MCP endpoint, health. */
+/** The HTTP server (REST API, MCP endpoint, health) and the inbound SMTP server. */
 @Module({})
 export class AppModule {
   static register(options: ConfigOptions & { dnsResolver?: DnsResolver }, logger: Logger): DynamicModule {
@@ -35,6 +36,7 @@ export class AppModule {
         EventsModule,
         MailModule,
         OutboxModule,
+        SmtpModule,
         ApprovalsModule,
         AuthModule,
         WaitsModule,

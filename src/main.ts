@@ -28,7 +28,7 @@ async function main(): Promise<void> {
     await embedded?.close();
     throw err;
   }
-  log.info({ url: server.url, port: config.port }, 'Alcarta is listening');
+  log.info({ url: server.url, port: config.port, smtp_port: server.smtpPort ?? null }, 'Alcarta is listening');
 
   let stopping = false;
   const shutdown = (signal: NodeJS.Signals) => {

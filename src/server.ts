@@ -14,6 +14,7 @@ import { bodyParsers } from './http/body-parsers';
 import { AlcartaExpressAdapter, closeConnectionsWhileDraining, connectionLimits } from './http/http-server';
 import { requestLogger } from './http/request-logger';
 import { requestMetrics } from './http/request-metrics';
+import { InboundSmtpServer } from './smtp/inbound-smtp.server';
 import { Metrics } from './metrics/metrics';
 import { mcpBrowserAccess } from './mcp/browser-access';
 import { createValidationPipe } from './http/validation';
@@ -37,13 +38,16 @@ export interface RunningServer {
   app: NestExpressApplication;
   /** The address actually bound (useful with PORT=0). */
   url: string;
+  /** The SMTP port actually bound (useful with ALCARTA_SMTP_PORT=0); undefined when SMTP is off. */
+  smtpPort: number | undefined;
   /** Graceful stop: readiness fails, blocked waits answer `shutdown`, then everything closes. */
   close(): Promise<void>;
 }
 
 /**
  * Start-up, in order: configuration, database, migrations (with ALCARTA_MIGRATIONS=off only a check
- * that they were applied), the bootstrap admin token, background jobs, then the HTTP listener.
+ * that they were applied), the bootstrap admin token, background jobs, then the HTTP listener and the
+ * SMTP listener (which closes with the app, before the database: InboundSmtpServer).
  * `main.ts` and the end-to-end tests both start the server through here, so the tests exercise the
  * real start-up path.
  */
@@ -89,12 +93,14 @@ async function listen(app: NestExpressApplication, logger: Logger): Promise<Runn
   await app.listen(config.port, config.host);
   const address = app.getHttpServer().address();
   const port = typeof address === 'object' && address ? address.port : config.port;
+  const smtpPort = await app.get(InboundSmtpServer).listen();
   return {
     app,
     url: `http://127.0.0.1:${port}`,
+    smtpPort,
     close: async () => {
       // Draining first answers every blocked wait and open socket (shutdown: true), so the HTTP
-      // server can close.
+      // server can close, and lets SMTP transactions in flight finish.
       await drain.begin();
       // Keep-alive connections with no request in flight would hold `server.close()` open.
       app.getHttpServer().closeIdleConnections();

@@ -51,6 +51,8 @@ export async function startLocalCluster(options: ClusterOptions): Promise<LocalC
         port,
         {
           ...process.env,
+          // The replicas share one machine: one SMTP port cannot serve them all.
+          ALCARTA_SMTP_PORT: 'off',
           ...options.env,
           DATABASE_URL: options.databaseUrl,
           PORT: String(port),

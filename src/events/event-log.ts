@@ -40,7 +40,11 @@ export interface RequestEventPayload {
  */
 @Injectable()
 export class EventLog {
-  async appendMessageEvent(manager: EntityManager, payload: MessageEventPayload): Promise<void> {
+  /**
+   * `ring: false` leaves the mailbox's doorbell to the caller, who rings it once for several events of
+   * one transaction (a group commit of inbound mail): one ring wakes the mailbox's waits for all.
+   */
+  async appendMessageEvent(manager: EntityManager, payload: MessageEventPayload, ring = true): Promise<void> {
     await this.insert(manager, {
       type: payload.type,
       mailboxId: payload.mailbox_id,
@@ -48,7 +52,7 @@ export class EventLog {
       requestId: null,
       payload: { ...payload },
     });
-    await this.ring(manager, encodeDoorbell({ kind: 'message', mailboxId: payload.mailbox_id }));
+    if (ring) await this.ring(manager, encodeDoorbell({ kind: 'message', mailboxId: payload.mailbox_id }));
   }
 
   async appendRequestEvent(manager: EntityManager, mailboxId: string, payload: RequestEventPayload): Promise<void> {

@@ -37,6 +37,11 @@ export class MailboxRepository {
     return this.mailboxes.findOneBy({ id });
   }
 
+  /** The mailbox with this (lower-case) address. */
+  findByAddress(address: string): Promise<MailboxEntity | null> {
+    return this.mailboxes.findOneBy({ address });
+  }
+
   async existingIds(ids: readonly string[]): Promise<string[]> {
     if (ids.length === 0) return [];
     const rows = await this.mailboxes.find({ select: { id: true }, where: { id: In([...ids]) } });

@@ -36,6 +36,14 @@ export class MailboxService {
     return mailbox;
   }
 
+  /**
+   * The mailbox an inbound SMTP recipient names: `mailboxAddress` is already normalised (lower-case,
+   * without a +tag). Not scoped to a caller: an MTA delivers to any mailbox of the installation.
+   */
+  findByAddress(mailboxAddress: string): Promise<MailboxEntity | null> {
+    return this.mailboxes.findByAddress(mailboxAddress);
+  }
+
   /** The ids among `ids` that name no mailbox. */
   async unknownIds(ids: readonly string[]): Promise<string[]> {
     const existing = new Set(await this.mailboxes.existingIds(ids));

@@ -12,13 +12,17 @@ export class MessageRepository {
     await manager.insert(MessageEntity, message);
   }
 
-  /** The inbound message an earlier ingest stored under this Message-ID, if any. */
-  findInboundByMessageIdHeader(
+  /** The ids of the inbound messages of `mailboxId` stored under these Message-IDs, by Message-ID. */
+  async inboundIdsByMessageIdHeader(
     manager: EntityManager,
     mailboxId: string,
-    messageIdHeader: string,
-  ): Promise<MessageEntity | null> {
-    return manager.findOneBy(MessageEntity, { mailboxId, messageIdHeader, direction: 'inbound' });
+    messageIdHeaders: readonly string[],
+  ): Promise<Map<string, string>> {
+    const rows = await manager.find(MessageEntity, {
+      select: { id: true, messageIdHeader: true },
+      where: { mailboxId, direction: 'inbound', messageIdHeader: In([...new Set(messageIdHeaders)]) },
+    });
+    return new Map(rows.map((r) => [r.messageIdHeader!, r.id]));
   }
 
   findInMailbox(manager: EntityManager, mailboxId: string, id: string): Promise<MessageEntity | null> {

@@ -15,6 +15,13 @@ import { MessageRepository } from './message.repository';
 import { MessageSequence } from './message-sequence';
 import { messageDetail, messageSummary } from './message.views';
 
+/** One inbound message for some mailboxes (see MessageService.storeEach). */
+export interface InboundDelivery {
+  mailboxIds: readonly string[];
+  message: InboundMessage;
+  verdict?: SenderVerdict;
+}
+
 /** One mailbox's copy of a stored inbound message. */
 export interface StoredInbound {
   mailboxId: string;
@@ -81,44 +88,93 @@ export class MessageService {
     message: InboundMessage,
     verdict: SenderVerdict = UNVERIFIED_SENDER,
   ): Promise<StoredInbound[]> {
-    const input = withinInboundLimits(message);
-    const ids = [...new Set(mailboxIds)].sort();
-    const byMailbox = await this.dataSource.transaction(async (manager) => {
-      const stored = new Map<string, StoredInbound>();
-      for (const mailboxId of ids) stored.set(mailboxId, await this.storeOne(manager, mailboxId, input, verdict));
-      return stored;
-    });
-    return mailboxIds.map((id) => byMailbox.get(id)!);
+    const [stored] = await this.storeEach([{ mailboxIds, message, verdict }]);
+    return stored;
   }
 
+  /**
+   * store() for several messages in ONE transaction (group commit): one lock round and one commit
+   * for a burst of SMTP deliveries, instead of one each, which is what bounds the rate of mail into
+   * one mailbox (its writers serialise on the mailbox lock). All commit or none does; the result of
+   * each delivery comes back in its place. A message repeated within the batch is a duplicate there
+   * too (the transaction sees its own rows).
+   */
+  async storeEach(deliveries: readonly InboundDelivery[]): Promise<StoredInbound[][]> {
+    const inputs = deliveries.map((d) => ({
+      mailboxIds: d.mailboxIds,
+      input: withinInboundLimits(d.message),
+      verdict: d.verdict ?? UNVERIFIED_SENDER,
+    }));
+    const lockOrder = [...new Set(inputs.flatMap((d) => d.mailboxIds))].sort();
+    return this.dataSource.transaction(async (manager) => {
+      // Per mailbox, once for the whole batch: the lock, and the Message-IDs it already holds.
+      const known = new Map<string, Map<string, string>>();
+      for (const mailboxId of lockOrder) {
+        await this.sequence.lock(manager, mailboxId);
+        const headers = inputs
+          .filter((d) => d.mailboxIds.includes(mailboxId) && d.input.messageIdHeader)
+          .map((d) => d.input.messageIdHeader!);
+        known.set(
+          mailboxId,
+          headers.length > 0
+            ? await this.messages.inboundIdsByMessageIdHeader(manager, mailboxId, headers)
+            : new Map<string, string>(),
+        );
+      }
+      const results: StoredInbound[][] = [];
+      const appended = new Set<string>();
+      for (const delivery of inputs) {
+        const stored = new Map<string, StoredInbound>();
+        for (const mailboxId of new Set(delivery.mailboxIds)) {
+          const one = await this.storeOne(manager, mailboxId, delivery.input, delivery.verdict, known.get(mailboxId)!);
+          if (!one.duplicate) appended.add(mailboxId);
+          stored.set(mailboxId, one);
+        }
+        results.push(delivery.mailboxIds.map((id) => stored.get(id)!));
+      }
+      // One doorbell per mailbox wakes its waits for every message of the batch.
+      for (const mailboxId of appended) await this.eventLog.ringDoorbell(manager, { kind: 'message', mailboxId });
+      return results;
+    });
+  }
+
+  /**
+   * Stores one copy, under the mailbox lock the caller holds (storeEach). `known` maps the Message-IDs
+   * the mailbox holds to their messages; a new one is added, so a repeat later in the batch is a
+   * duplicate too.
+   */
   private async storeOne(
     manager: EntityManager,
     mailboxId: string,
     input: InboundMessage,
     verdict: SenderVerdict,
+    known: Map<string, string>,
   ): Promise<StoredInbound> {
-    await this.sequence.lock(manager, mailboxId);
-    if (input.messageIdHeader) {
-      const existing = await this.messages.findInboundByMessageIdHeader(manager, mailboxId, input.messageIdHeader);
-      if (existing) return { mailboxId, messageId: existing.id, duplicate: true };
-    }
+    const existing = input.messageIdHeader ? known.get(input.messageIdHeader) : undefined;
+    if (existing) return { mailboxId, messageId: existing, duplicate: true };
     const parents = [input.inReplyTo, ...[...input.references].reverse()].filter((h): h is string => !!h);
-    const message = await this.append(manager, mailboxId, {
-      direction: 'inbound',
-      from: input.from,
-      to: input.to,
-      cc: input.cc,
-      subject: input.subject,
-      text: input.text,
-      html: input.html,
-      messageIdHeader: input.messageIdHeader,
-      inReplyTo: input.inReplyTo,
-      references: input.references,
-      authentication: verdict.authentication,
-      fromVerified: verdict.fromVerified,
-      threadId: (await this.messages.threadOf(manager, mailboxId, parents)) ?? newId('thr'),
-      receivedAt: input.receivedAt ?? new Date(),
-    });
+    const message = await this.append(
+      manager,
+      mailboxId,
+      {
+        direction: 'inbound',
+        from: input.from,
+        to: input.to,
+        cc: input.cc,
+        subject: input.subject,
+        text: input.text,
+        html: input.html,
+        messageIdHeader: input.messageIdHeader,
+        inReplyTo: input.inReplyTo,
+        references: input.references,
+        authentication: verdict.authentication,
+        fromVerified: verdict.fromVerified,
+        threadId: (await this.messages.threadOf(manager, mailboxId, parents)) ?? newId('thr'),
+        receivedAt: input.receivedAt ?? new Date(),
+      },
+      false,
+    );
+    if (input.messageIdHeader) known.set(input.messageIdHeader, message.id);
     await this.hooks.runInboundStored(manager, message, input);
     return { mailboxId, messageId: message.id, duplicate: false };
   }
@@ -172,10 +228,12 @@ export class MessageService {
     return { ...messageDetail(message), ...(delivery && { delivery }) };
   }
 
+  /** Appends a message and its event; `ring: false` leaves the mailbox's doorbell to the caller. */
   private async append(
     manager: EntityManager,
     mailboxId: string,
     fields: Omit<MessageEntity, 'id' | 'mailboxId' | 'mailboxSeq' | 'createdAt'> & { id?: string },
+    ring = true,
   ): Promise<MessageEntity> {
     const message: Omit<MessageEntity, 'createdAt'> = {
       ...fields,
@@ -184,18 +242,22 @@ export class MessageService {
       mailboxSeq: await this.sequence.next(manager, mailboxId),
     };
     await this.messages.insert(manager, message);
-    await this.eventLog.appendMessageEvent(manager, {
-      type: message.direction === 'inbound' ? 'message_received' : 'message_sent',
-      mailbox_id: mailboxId,
-      message_id: message.id,
-      from: message.from,
-      subject: message.subject,
-      received_at: message.receivedAt.toISOString(),
-      ...(message.direction === 'inbound' && {
-        authentication: message.authentication,
-        from_verified: message.fromVerified,
-      }),
-    });
+    await this.eventLog.appendMessageEvent(
+      manager,
+      {
+        type: message.direction === 'inbound' ? 'message_received' : 'message_sent',
+        mailbox_id: mailboxId,
+        message_id: message.id,
+        from: message.from,
+        subject: message.subject,
+        received_at: message.receivedAt.toISOString(),
+        ...(message.direction === 'inbound' && {
+          authentication: message.authentication,
+          from_verified: message.fromVerified,
+        }),
+      },
+      ring,
+    );
     return message as MessageEntity;
   }
 }

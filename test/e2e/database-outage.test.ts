@@ -1,14 +1,10 @@
 import assert from 'node:assert/strict';
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { freePort } from '#app/common/net.js';
-import { LocalDatabase, openEmbeddedPostgres } from '#app/database/embedded-postgres.js';
 import { RunningServer, startServer } from '#app/server.js';
 import { connectMcp, rawMcp } from '../support/mcp';
+import { PrivateCluster } from '../support/private-cluster';
 import { activeWaits } from '../support/metrics';
 import { RestClient } from '../support/rest';
 import { createMailbox, createToken, ingest, randomSecret } from '../support/test-server';
@@ -33,38 +29,25 @@ async function quickly<T>(what: string, call: () => Promise<T>): Promise<T> {
  * readiness fails; once it is back, the same process serves requests and waits again.
  */
 describe('database outage', () => {
-  let dir: string;
-  let port: number;
-  let cluster: LocalDatabase | undefined;
+  let cluster: PrivateCluster;
   let server: RunningServer;
   let admin: RestClient;
   let mailboxId: string;
   let agentSecret: string;
   const adminSecret = randomSecret();
 
-  const startCluster = async () => {
-    cluster = await openEmbeddedPostgres(join(dir, 'cluster'), { persistent: true, port });
-    return cluster.url;
-  };
-  const stopCluster = async () => {
-    await cluster?.close();
-    cluster = undefined;
-  };
-
   before(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'alcarta-outage-'));
-    await chmod(dir, 0o755); // the postgres OS user must reach it when we run as root
-    port = await freePort();
-    const url = await startCluster();
+    cluster = await PrivateCluster.create();
     server = await startServer({
       overrides: {
-        DATABASE_URL: url,
+        DATABASE_URL: cluster.url,
         PORT: '0',
         ALCARTA_HOST: '127.0.0.1',
         ALCARTA_BOOTSTRAP_TOKEN: adminSecret,
         ALCARTA_LOG_LEVEL: 'silent',
         ALCARTA_DB_POOL_SIZE: '5',
         ALCARTA_KEEPALIVE_SECONDS: '1',
+        ALCARTA_SMTP_PORT: 'off',
       },
     });
     admin = new RestClient(server.url, adminSecret);
@@ -74,8 +57,7 @@ describe('database outage', () => {
 
   after(async () => {
     await server?.close();
-    await stopCluster();
-    await rm(dir, { recursive: true, force: true });
+    await cluster?.remove();
   });
 
   it('answers 503 while PostgreSQL is down, keeps /metrics up, and recovers when it is back', async () => {
@@ -97,7 +79,7 @@ describe('database outage', () => {
     });
     await waitFor('the wait to park', async () => (await activeWaits(server.url, 'message')) === 1);
 
-    await stopCluster();
+    await cluster.stop();
 
     const rest = await quickly('REST during the outage', () => admin.get('/v1/mailboxes'));
     assert.equal(rest.status, 503, JSON.stringify(rest.body));
@@ -141,7 +123,7 @@ describe('database outage', () => {
     assert.ok(ended.json.result, `a tool result, not a JSON-RPC internal error: ${ended.text}`);
     if (ended.json.result.isError) assert.equal(ended.json.result.structuredContent?.error, 'unavailable');
 
-    await startCluster();
+    await cluster.start();
 
     await waitFor('REST to work again', async () => (await admin.get('/v1/mailboxes')).status === 200, {
       timeoutMs: 20_000,

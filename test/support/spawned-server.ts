@@ -44,8 +44,15 @@ export async function launchServer(env: Record<string, string | undefined>): Pro
   const child = spawn(process.execPath, [join(REPO_ROOT, 'dist', 'main.js')], {
     cwd: REPO_ROOT,
     // A process of its own cannot be handed test DNS records: sender authentication stays off unless a
-    // test turns it on, so that no test asks the real DNS.
-    env: childEnv({ PORT: String(port), ALCARTA_HOST: '127.0.0.1', ALCARTA_MAIL_AUTH: 'off', ...env }),
+    // test turns it on, so that no test asks the real DNS. SMTP is off unless a test asks for it (a
+    // port of its own): parallel servers must not share 2525.
+    env: childEnv({
+      PORT: String(port),
+      ALCARTA_HOST: '127.0.0.1',
+      ALCARTA_MAIL_AUTH: 'off',
+      ALCARTA_SMTP_PORT: 'off',
+      ...env,
+    }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   running.add(child);

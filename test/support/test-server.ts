@@ -50,6 +50,8 @@ export async function startTestServer(
       ALCARTA_BOOTSTRAP_TOKEN: adminToken,
       ALCARTA_LOG_LEVEL: 'silent',
       ALCARTA_DB_POOL_SIZE: '5',
+      // Parallel test servers must not all take port 2525: a test that wants SMTP passes '0'.
+      ALCARTA_SMTP_PORT: 'off',
       ...options.env,
     },
     dnsResolver: options.dnsResolver ?? dnsZone(),

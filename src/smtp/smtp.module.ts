@@ -1,0 +1,15 @@
+import { Module } from '@nestjs/common';
+import { AuthModule } from '../auth/auth.module';
+import { MailModule } from '../mail/mail.module';
+import { GroupCommit } from './group-commit';
+import { InboundMailService } from './inbound-mail.service';
+import { InboundSmtpServer } from './inbound-smtp.server';
+import { SmtpMetrics } from './smtp-metrics';
+
+/** Inbound SMTP (SPEC 9): the listener server.ts starts after the HTTP one. */
+@Module({
+  imports: [MailModule, AuthModule],
+  providers: [InboundSmtpServer, InboundMailService, GroupCommit, SmtpMetrics],
+  exports: [InboundSmtpServer],
+})
+export class SmtpModule {}

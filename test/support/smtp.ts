@@ -1,0 +1,178 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp } from 'node:fs/promises';
+import { connect, Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+
+export interface SwaksResult {
+  /** swaks's exit code: 0 when the message was accepted. */
+  code: number;
+  /** The server's replies in order, e.g. "250 2.0.0 Accepted: stored in 1 mailbox". */
+  replies: string[];
+  transcript: string;
+}
+
+/**
+ * Runs Debian's swaks (a real SMTP client) against 127.0.0.1:`port` with `args`. The replies are the
+ * server lines of its transcript ("<-" in clear text, "<~" over TLS, "<**"/"<~*" for refusals).
+ */
+export async function swaks(port: number, args: string[]): Promise<SwaksResult> {
+  let code = 0;
+  let transcript: string;
+  try {
+    const out = await run('swaks', ['--server', '127.0.0.1', '--port', String(port), '--hide-informational', ...args], {
+      timeout: 60_000,
+      maxBuffer: 64 * 1024 * 1024,
+    });
+    transcript = out.stdout + out.stderr;
+  } catch (err) {
+    const failed = err as { code?: number; stdout?: string; stderr?: string };
+    if (typeof failed.code !== 'number') throw err;
+    code = failed.code;
+    transcript = `${failed.stdout ?? ''}${failed.stderr ?? ''}`;
+  }
+  const replies = transcript
+    .split('\n')
+    .map((line) => /^\s*<(?:-|~|\*\*|~\*)\s+(\d{3}[ -].*)$/.exec(line)?.[1]?.trimEnd())
+    .filter((line): line is string => line !== undefined);
+  return { code, replies, transcript };
+}
+
+/** The reply lines of `result` with this code (e.g. '550'). */
+export function repliesWith(result: SwaksResult, code: string): string[] {
+  return result.replies.filter((r) => r.startsWith(code));
+}
+
+/** A self-signed certificate for 127.0.0.1 / localhost in a new temporary directory. */
+export async function testCertificate(): Promise<{ dir: string; certFile: string; keyFile: string }> {
+  const dir = await mkdtemp(join(tmpdir(), 'alcarta-smtp-tls-'));
+  const certFile = join(dir, 'cert.pem');
+  const keyFile = join(dir, 'key.pem');
+  await run('openssl', [
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-days',
+    '1',
+    '-subj',
+    '/CN=localhost',
+    '-addext',
+    'subjectAltName=DNS:localhost,IP:127.0.0.1',
+    '-keyout',
+    keyFile,
+    '-out',
+    certFile,
+  ]);
+  return { dir, certFile, keyFile };
+}
+
+/**
+ * A bare SMTP connection for what no well-behaved client does (pipelining floods, leaving in the
+ * middle of DATA): write raw bytes, read complete replies.
+ */
+export class RawSmtp {
+  private buffer = '';
+  private readonly replies: string[] = [];
+  private waiters: Array<() => void> = [];
+  private closed = false;
+
+  private constructor(private readonly socket: Socket) {
+    socket.setEncoding('latin1');
+    socket.on('data', (chunk: string) => {
+      this.buffer += chunk;
+      // A reply ends with a line "NNN text" (a space after the code); "NNN-text" lines continue it.
+      for (let end = this.buffer.indexOf('\r\n'); end !== -1; end = this.buffer.indexOf('\r\n')) {
+        const line = this.buffer.slice(0, end);
+        this.buffer = this.buffer.slice(end + 2);
+        if (/^\d{3} /.test(line) || /^\d{3}$/.test(line)) this.replies.push(line);
+      }
+      this.wake();
+    });
+    socket.on('close', () => {
+      this.closed = true;
+      this.wake();
+    });
+    socket.on('error', () => undefined);
+  }
+
+  static open(port: number): Promise<RawSmtp> {
+    return new Promise((resolve, reject) => {
+      const socket = connect(port, '127.0.0.1', () => resolve(new RawSmtp(socket)));
+      socket.once('error', reject);
+    });
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  write(data: string | Buffer): void {
+    this.socket.write(data);
+  }
+
+  /** The next reply (its last line); fails when the connection closes first or after `timeoutMs`. */
+  async reply(timeoutMs = 15_000): Promise<string> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.replies.length === 0) {
+      if (this.closed) throw new Error('the SMTP connection closed without a reply');
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error('no SMTP reply in time');
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, left);
+        this.waiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }
+    return this.replies.shift()!;
+  }
+
+  /** Sends one command line and returns its reply. */
+  async command(line: string): Promise<string> {
+    this.write(`${line}\r\n`);
+    return this.reply();
+  }
+
+  /** Resolves once the server has closed the connection. */
+  async closedByServer(timeoutMs = 15_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!this.closed) {
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error('the server did not close the connection');
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, left);
+        this.waiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }
+  }
+
+  destroy(): void {
+    this.socket.destroy();
+  }
+
+  private wake(): void {
+    for (const waiter of this.waiters.splice(0)) waiter();
+  }
+}
+
+/** The value of one sample of a Prometheus metric at `baseUrl`/metrics (0 when absent). */
+export async function metricValue(baseUrl: string, name: string, labels: Record<string, string> = {}): Promise<number> {
+  const text = await (await fetch(new URL('/metrics', baseUrl))).text();
+  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
+  for (const line of text.split('\n')) {
+    const m = /^([a-z_]+)(?:\{([^}]*)\})? (\S+)$/.exec(line);
+    if (!m || m[1] !== name) continue;
+    const have = (m[2] ?? '').split(',').filter((s) => s.length > 0);
+    if (wanted.length === have.length && wanted.every((w) => have.includes(w))) return Number(m[3]);
+  }
+  return 0;
+}
