@@ -63,13 +63,15 @@ export class OutboundDeliveryRepository {
           ORDER BY coalesce(next_attempt_at, lease_expires_at)
           LIMIT $3
           FOR UPDATE SKIP LOCKED
+       ), claimed AS (
+         UPDATE outbound_deliveries d
+            SET status = 'sending', claimed_by = $1, lease_expires_at = now() + $2 * interval '1 millisecond',
+                attempts = d.attempts + 1, last_attempt_at = now(), next_attempt_at = NULL, updated_at = now()
+           FROM due
+          WHERE d.message_id = due.message_id
+         RETURNING d.message_id, due.status AS previous_status
        )
-       UPDATE outbound_deliveries d
-          SET status = 'sending', claimed_by = $1, lease_expires_at = now() + $2 * interval '1 millisecond',
-              attempts = d.attempts + 1, last_attempt_at = now(), next_attempt_at = NULL, updated_at = now()
-         FROM due
-        WHERE d.message_id = due.message_id
-       RETURNING d.message_id, due.status AS previous_status`,
+       SELECT message_id, previous_status FROM claimed`,
       [replicaId, leaseMs, limit],
     );
     if (rows.length === 0) return [];
