@@ -119,6 +119,7 @@ function withoutAddressType(value: string | undefined): string | null {
  * which PostgreSQL cannot compare, is not one either).
  */
 function bracketedMessageId(value: string | undefined): string | null {
-  const match = value ? /^<?([^<>\s@\u0000]+@[^<>\s\u0000]+?)>?$/.exec(value.trim()) : null;
+  if (!value || value.includes('\u0000')) return null;
+  const match = /^<?([^<>\s@]+@[^<>\s]+?)>?$/.exec(value.trim());
   return match ? `<${match[1]}>` : null;
 }

@@ -97,7 +97,7 @@ export class OutboundDeliveryRepository {
       lock: { mode: 'pessimistic_write' },
     });
     if (!delivery) return null;
-    const [{ now }] = (await manager.query(`SELECT now() AS now`)) as Array<{ now: Date }>;
+    const [{ now }] = await manager.query<Array<{ now: Date }>>(`SELECT now() AS now`);
     return { delivery, now };
   }
 
@@ -107,13 +107,13 @@ export class OutboundDeliveryRepository {
 
   /** Milliseconds until the next delivery falls due (a retry, or a lease that lapses); undefined: none. */
   async msUntilNextDue(): Promise<number | undefined> {
-    const [row] = (await this.dataSource.query(
+    const [row] = await this.dataSource.query<Array<{ ms: string | number | null }>>(
       `SELECT extract(epoch FROM (min(due) - now())) * 1000 AS ms FROM (
          SELECT min(next_attempt_at) AS due FROM outbound_deliveries WHERE status IN ('queued', 'retrying')
          UNION ALL
          SELECT min(lease_expires_at) FROM outbound_deliveries WHERE status = 'sending'
        ) t`,
-    )) as Array<{ ms: string | number | null }>;
+    );
     return row?.ms === null || row?.ms === undefined ? undefined : Math.max(0, Number(row.ms));
   }
 
@@ -179,10 +179,10 @@ export class OutboundDeliveryRepository {
 
   /** Seconds since the oldest delivery still waiting to be sent was queued; 0 when none waits. */
   async oldestPendingAgeSeconds(): Promise<number> {
-    const [row] = (await this.dataSource.query(
+    const [row] = await this.dataSource.query<Array<{ age: string | number }>>(
       `SELECT coalesce(extract(epoch FROM now() - min(queued_at)), 0) AS age
          FROM outbound_deliveries WHERE status IN ('queued', 'retrying', 'sending')`,
-    )) as Array<{ age: string | number }>;
+    );
     return Math.max(0, Number(row?.age ?? 0));
   }
 }

@@ -86,9 +86,13 @@ export class OutboxService implements OnModuleInit {
       const delivery = await this.deliveries.findVisibleForUpdate(manager, messageId, caller.mailboxAccess);
       if (!delivery) throw notFound('message', messageId);
       if (delivery.status !== 'failed') {
-        throw conflict('delivery_not_failed', `Only a failed delivery can be retried; this one is ${delivery.status}.`, {
-          status: delivery.status,
-        });
+        throw conflict(
+          'delivery_not_failed',
+          `Only a failed delivery can be retried; this one is ${delivery.status}.`,
+          {
+            status: delivery.status,
+          },
+        );
       }
       if (!this.config.smtpRelayUrl) {
         throw conflict('relay_not_configured', 'No outbound relay is configured (ALCARTA_SMTP_RELAY_URL).');

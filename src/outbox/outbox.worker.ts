@@ -144,7 +144,12 @@ export class OutboxWorker implements DoorbellSubscriber {
     const outcome = await this.relay.send(message);
     const recorded = await this.outbox.recordOutcome(this.replicaId, messageId, outcome);
     this.attempts.inc({ outcome: recorded === undefined ? 'lost_claim' : outcome.kind });
-    this.logger.log({ msg: 'outbound delivery attempt', message_id: messageId, outcome: outcome.kind, status: recorded });
+    this.logger.log({
+      msg: 'outbound delivery attempt',
+      message_id: messageId,
+      outcome: outcome.kind,
+      status: recorded,
+    });
   }
 
   /**

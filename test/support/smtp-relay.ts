@@ -73,8 +73,8 @@ export class TestSmtpRelay {
       { env: { ...process.env, PYTHONPATH: join(REPO_ROOT, 'test', 'support') }, stdio: ['ignore', 'pipe', 'pipe'] },
     );
     this.process = child;
-    child.stdout!.setEncoding('utf8').on('data', (s: string) => (this.output += s));
-    child.stderr!.setEncoding('utf8').on('data', (s: string) => (this.output += s));
+    child.stdout.setEncoding('utf8').on('data', (s: string) => (this.output += s));
+    child.stderr.setEncoding('utf8').on('data', (s: string) => (this.output += s));
     let exited = false;
     child.once('exit', () => (exited = true));
     await waitFor(
