@@ -64,8 +64,9 @@ export class TestSmtpRelay {
     await writeFile(join(this.dir, 'mode'), mode);
   }
 
-  /** Starts the server process (again) on its port. */
+  /** Starts the server process (again) on its port; nothing to do while it runs. */
   async resume(): Promise<void> {
+    if (this.process && this.process.exitCode === null && this.process.signalCode === null) return;
     if (!existsSync(PYTHON)) throw new Error(`${PYTHON} is missing: install python3-aiosmtpd (apt-get)`);
     const child = spawn(
       PYTHON,
