@@ -145,4 +145,33 @@ describe('outbox across server processes', () => {
       ['queued', 'sending', 'sent'],
     );
   });
+
+  it('cuts an attempt off well before its lease lapses, and retries it', async () => {
+    await relay.setMode('hold');
+    const before = (await relay.received()).length;
+    // One replica is left after the previous test.
+    const messageId = await sendApproved(replicas.running[0], 'Held too long');
+    await waitFor('the relay to hold the message', async () => (await relay.held()) === 1);
+    const retrying = await waitFor(
+      'the attempt to time out',
+      async () => {
+        const rows = await db.query<{ status: string; error: string; attempts: number }>(
+          `SELECT status, error, attempts FROM outbound_deliveries WHERE message_id = $1`,
+          [messageId],
+        );
+        return rows[0].status === 'retrying' ? rows[0] : undefined;
+      },
+      { timeoutMs: (LEASE_SECONDS + 20) * 1000, intervalMs: 100 },
+    );
+    assert.match(retrying.error, /timed out after 4 s/);
+    assert.equal(retrying.attempts, 1);
+    await relay.setMode('accept');
+    await waitFor('the retry to be sent', async () => (await delivery(messageId)).status === 'sent', {
+      timeoutMs: 20_000,
+      intervalMs: 100,
+    });
+    // The cut-off attempt's DATA was dropped with its connection: the message arrived once.
+    const received = await relay.received();
+    assert.equal(received.length, before + 1);
+  });
 });
