@@ -21,6 +21,7 @@ import { createValidationPipe } from './http/validation';
 import { validateEnvironment } from './config/environment';
 import { DnsResolver } from './mail/dns-resolver';
 import { createRootLogger, PinoNestLogger } from './logging/logger';
+import { OutboxWorker } from './outbox/outbox.worker';
 import { TaskSweeper } from './tasks/task.sweeper';
 import { PersistedWaitSweeper } from './waits/persisted-wait.sweeper';
 import { WaitEngine } from './waits/wait-engine';
@@ -88,6 +89,7 @@ async function listen(app: NestExpressApplication, logger: Logger): Promise<Runn
   app.get(TaskSweeper).start();
   app.get(RequestExpirySweeper).start();
   app.get(LapsedCredentialSweeper).start();
+  app.get(OutboxWorker).start();
 
   app.useWebSocketAdapter(new WaitSocketAdapter(app));
   await app.listen(config.port, config.host);

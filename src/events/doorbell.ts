@@ -18,6 +18,8 @@ export type Doorbell = (
    * any replica. `requestKey` identifies the JSON-RPC request id without spaces (see requestKey()).
    */
   | { kind: 'call_cancelled'; tokenId: string; requestKey: string }
+  /** Outbound mail of this mailbox was queued or re-queued: every replica's outbox worker looks for work. */
+  | { kind: 'outbox'; mailboxId: string }
 ) & {
   /** When the change committed (ms since the epoch, database clock), for the wake latency metric. */
   at?: number;
@@ -38,6 +40,8 @@ export function encodeDoorbell(bell: Doorbell): string {
       return `t ${bell.tokenId}`;
     case 'call_cancelled':
       return `c ${bell.tokenId} ${bell.requestKey}`;
+    case 'outbox':
+      return `o ${bell.mailboxId}`;
   }
 }
 
@@ -56,6 +60,7 @@ export function decodeDoorbell(payload: string): Doorbell | undefined {
   if (kind === 'c' && second) return { kind: 'call_cancelled', tokenId: id, requestKey: second, at };
   if (kind === 'n') return { kind: 'wait_created', waitId: id, at };
   if (kind === 'w') return { kind: 'wait_resolved', waitId: id, at };
+  if (kind === 'o') return { kind: 'outbox', mailboxId: id, at };
   return undefined;
 }
 

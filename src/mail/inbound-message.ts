@@ -1,4 +1,5 @@
 import { repairText, truncateChars, truncateUtf8 } from '../common/text-safety';
+import { DeliveryReport } from './delivery-report';
 
 /** An inbound email as ingest receives it, whether it came as JSON or as raw RFC 5322. */
 export interface InboundMessage {
@@ -13,6 +14,8 @@ export interface InboundMessage {
   /** Message-IDs of the References header, oldest first; used to find the thread. */
   references: string[];
   receivedAt: Date | null;
+  /** Set when the message is a delivery status notification (a bounce report, RFC 3464). */
+  deliveryReport?: DeliveryReport;
 }
 
 /**

@@ -1,5 +1,6 @@
 import { AddressObject, simpleParser } from 'mailparser';
 import { invalidRequest } from '../common/errors';
+import { deliveryReportOf } from './delivery-report';
 import { InboundMessage, repairedInbound } from './inbound-message';
 import { withBoundedHeaderBlock } from './rfc822-header-block';
 
@@ -34,22 +35,35 @@ export async function parseRfc822(raw: Buffer): Promise<InboundMessage> {
       skipImageLinks: true,
       skipTextToHtml: true,
       keepCidLinks: true,
+      // Delivery reports come as parts of their own (read below), not mixed into the text.
+      keepDeliveryStatus: true,
     });
   } catch (err) {
     throw invalidRequest('unparseable_message', `The message could not be parsed: ${(err as Error).message}`);
   }
   const from = addresses(parsed.from)[0];
   if (!from) throw invalidRequest('missing_from', 'The message has no From address.');
+  const inReplyTo = parsed.inReplyTo ?? null;
+  const deliveryReport = deliveryReportOf(
+    parsed.headers.get('content-type') as { value: string; params: Record<string, string> } | undefined,
+    parsed.attachments,
+    inReplyTo,
+  );
+  // The text keeps the report's status fields for the agent reading it, as for any other report.
+  const statusTexts = parsed.attachments
+    .filter((a) => /^message\/(global-)?delivery-status$/i.test(a.contentType))
+    .map((a) => a.content.toString('utf8'));
   return repairedInbound({
     from,
     to: addresses(parsed.to),
     cc: addresses(parsed.cc),
     subject: parsed.subject ?? '',
-    text: parsed.text ?? '',
+    text: [parsed.text ?? '', ...statusTexts].filter((t) => t.length > 0).join('\n'),
     html: typeof parsed.html === 'string' ? parsed.html : null,
     messageIdHeader: parsed.messageId?.trim() || null,
-    inReplyTo: parsed.inReplyTo ?? null,
+    inReplyTo,
     references: messageIds(parsed.references),
     receivedAt: null,
+    ...(deliveryReport && { deliveryReport }),
   });
 }

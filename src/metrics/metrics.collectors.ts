@@ -11,7 +11,8 @@ const TASK_STATUSES: readonly TaskStatus[] = ['working', 'input_required', 'comp
 /** A scrape waits at most this long for the database: /metrics must answer during an outage. */
 const SCRAPE_QUERY_TIMEOUT_MS = 1500;
 
-function withinTimeout<T>(work: Promise<T>): Promise<T> {
+/** A scrape-time query cut off after SCRAPE_QUERY_TIMEOUT_MS (for collectors of other modules too). */
+export function withinTimeout<T>(work: Promise<T>): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error('database query timed out')), SCRAPE_QUERY_TIMEOUT_MS);

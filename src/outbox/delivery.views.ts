@@ -26,3 +26,31 @@ export function deliveryView(d: DeliveryFields): DeliveryView {
     ...(d.error !== null && { error: d.error }),
   };
 }
+
+/** One entry of `GET /v1/outbox`: what an administrator needs to recognise the message, and its delivery. */
+export interface OutboxEntryView extends DeliveryView {
+  message_id: string;
+  mailbox_id: string;
+  request_id: string | null;
+  from: string | null;
+  to: string[];
+  cc: string[];
+  subject: string | null;
+  queued_at: string;
+  updated_at: string;
+}
+
+export function outboxEntryView(d: OutboundDeliveryEntity): OutboxEntryView {
+  return {
+    message_id: d.messageId,
+    mailbox_id: d.mailboxId,
+    request_id: d.requestId,
+    from: d.message?.from ?? null,
+    to: d.message?.to ?? [],
+    cc: d.message?.cc ?? [],
+    subject: d.message?.subject ?? null,
+    queued_at: d.queuedAt.toISOString(),
+    updated_at: d.updatedAt.toISOString(),
+    ...deliveryView(d),
+  };
+}

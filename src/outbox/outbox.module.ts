@@ -4,12 +4,17 @@ import { EventsModule } from '../events/events.module';
 import { MailModule } from '../mail/mail.module';
 import { OutboundDeliveryEntity } from './outbound-delivery.entity';
 import { OutboundDeliveryRepository } from './outbound-delivery.repository';
+import { OutboxController } from './outbox.controller';
+import { OutboxMetrics } from './outbox.metrics';
 import { OutboxService } from './outbox.service';
+import { OutboxWorker } from './outbox.worker';
+import { SmtpRelay } from './smtp-relay';
 
 /** Outbound mail: the delivery jobs of approved messages and the worker that sends them. */
 @Module({
   imports: [TypeOrmModule.forFeature([OutboundDeliveryEntity]), MailModule, EventsModule],
-  providers: [OutboundDeliveryRepository, OutboxService],
-  exports: [OutboxService],
+  controllers: [OutboxController],
+  providers: [OutboundDeliveryRepository, OutboxService, OutboxWorker, SmtpRelay, OutboxMetrics],
+  exports: [OutboxService, OutboxWorker],
 })
 export class OutboxModule {}
