@@ -112,8 +112,8 @@ export class ApprovalService {
         return { request, applied: false };
       }
       if (request.state !== 'pending') return { request, applied: false };
-      await this.transition(manager, request, decision, caller.tokenId, reason);
-      return { request, applied: true };
+      const delivery = await this.transition(manager, request, decision, caller.tokenId, reason);
+      return { request, applied: true, delivery };
     });
     if (!outcome.applied) {
       throw conflict('request_not_pending', `The request is already ${outcome.request.state}.`, {
@@ -121,7 +121,8 @@ export class ApprovalService {
         state: outcome.request.state,
       });
     }
-    return this.view(outcome.request);
+    // The delivery as queued in the decision's transaction: the answer needs no read after the commit.
+    return requestView(outcome.request, outcome.delivery);
   }
 
   /** Moves every overdue pending request to `expired`; returns how many it moved. */
@@ -133,7 +134,7 @@ export class ApprovalService {
     });
   }
 
-  /** The request with the delivery of its email, if it has one (read after the decision committed). */
+  /** The request with the delivery of its email, if it has one. */
   private async view(request: ApprovalRequestEntity) {
     const deliveries = await this.deliveriesOf([request]);
     return requestView(request, deliveries.get(request.id));
@@ -217,7 +218,7 @@ export class ApprovalService {
     to: RequestState,
     decidedBy: string | null,
     reason: string | null,
-  ): Promise<void> {
+  ): Promise<DeliveryView | undefined> {
     const from = request.state;
     const now = new Date();
     request.state = to;
@@ -245,7 +246,7 @@ export class ApprovalService {
       previous_state: from,
       changed_at: now.toISOString(),
     });
-    if (sent) await this.outbox.enqueue(manager, sent, request.id);
+    return sent ? this.outbox.enqueue(manager, sent, request.id) : undefined;
   }
 }
 

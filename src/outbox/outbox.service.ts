@@ -43,7 +43,7 @@ export class OutboxService implements OnModuleInit {
    * Queues the delivery of `message` inside the caller's transaction (the approval), or records it
    * as `not_configured` when no relay is set.
    */
-  async enqueue(manager: EntityManager, message: MessageEntity, requestId: string | null): Promise<void> {
+  async enqueue(manager: EntityManager, message: MessageEntity, requestId: string | null): Promise<DeliveryView> {
     const now = new Date();
     const status = this.config.smtpRelayUrl ? 'queued' : 'not_configured';
     const delivery: OutboundDeliveryEntity = {
@@ -63,6 +63,7 @@ export class OutboxService implements OnModuleInit {
     };
     await this.deliveries.insert(manager, delivery);
     await this.changed(manager, delivery, status, now);
+    return deliveryView(delivery);
   }
 
   /** The `delivery` objects of these outbound messages (those that have one). */

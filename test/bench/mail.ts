@@ -19,6 +19,7 @@ import { activeWaits } from '../support/metrics';
 import { freePort, spawnServer, SpawnedServer } from '../support/spawned-server';
 import { randomSecret } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
+import { BenchRow, printTable, runBenchmark } from './report';
 
 const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 2000);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
@@ -27,7 +28,7 @@ const MAILBOXES = 20;
 const BODY = `${'0123456789abcdef'.repeat(63)}\n`.repeat(10); // ≈ 10 KiB with the headers
 
 const token = randomSecret();
-const rows: Array<[string, string, string, string]> = [];
+const rows: BenchRow[] = [];
 
 async function post(url: string, body: unknown): Promise<string> {
   const res = await fetch(url, {
@@ -200,20 +201,7 @@ async function main(): Promise<void> {
     if (dir) await rm(dir, { recursive: true, force: true });
   }
 
-  const table = [
-    '| measurement | setup | result | target |',
-    '|---|---|---|---|',
-    ...rows.map((r) => `| ${r.join(' | ')} |`),
-  ].join('\n');
-  process.stdout.write(
-    `\nInbound mail benchmark (${new Date().toISOString().slice(0, 10)}, node ${process.version})\n\n${table}\n`,
-  );
+  printTable('Inbound mail benchmark', rows);
 }
 
-main().then(
-  () => process.exit(0),
-  (err: unknown) => {
-    process.stderr.write(`benchmark failed: ${err instanceof Error ? err.stack : String(err)}\n`);
-    process.exit(1);
-  },
-);
+runBenchmark(main);

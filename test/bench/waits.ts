@@ -23,6 +23,7 @@ import { activeWaits } from '../support/metrics';
 import { spawnServer, SpawnedServer } from '../support/spawned-server';
 import { randomSecret } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
+import { BenchRow, printTable, runBenchmark } from './report';
 
 const PARKED = Number(process.env.BENCH_PARKED ?? 2000);
 const MAILBOXES = 20;
@@ -32,7 +33,7 @@ const IDLE_SECONDS = Number(process.env.BENCH_IDLE_SECONDS ?? 20);
 const STATS_LAG_MS = 11_000;
 
 const token = randomSecret();
-const rows: Array<[string, string, string, string]> = [];
+const rows: BenchRow[] = [];
 
 function headers(): Record<string, string> {
   return {
@@ -342,20 +343,7 @@ async function main(): Promise<void> {
     if (dir) await rm(dir, { recursive: true, force: true });
   }
 
-  const table = [
-    '| measurement | setup | result | target |',
-    '|---|---|---|---|',
-    ...rows.map((r) => `| ${r.join(' | ')} |`),
-  ].join('\n');
-  process.stdout.write(
-    `\nWait engine benchmark (${new Date().toISOString().slice(0, 10)}, node ${process.version})\n\n${table}\n`,
-  );
+  printTable('Wait engine benchmark', rows);
 }
 
-main().then(
-  () => process.exit(0),
-  (err: unknown) => {
-    process.stderr.write(`benchmark failed: ${err instanceof Error ? err.stack : String(err)}\n`);
-    process.exit(1);
-  },
-);
+runBenchmark(main);
