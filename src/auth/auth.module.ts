@@ -6,6 +6,7 @@ import { MailModule } from '../mail/mail.module';
 import { BearerAuthGuard } from './bearer-auth.guard';
 import { BootstrapTokenService } from './bootstrap-token.service';
 import { CredentialRevocationHooks } from './credential-revocation';
+import { GrantService } from './grant.service';
 import { LapsedCredentialSweeper } from './lapsed-credential.sweeper';
 import { TokenEntity } from './token.entity';
 import { TokenRepository } from './token.repository';
@@ -21,8 +22,9 @@ import { TokensController } from './tokens.controller';
     BootstrapTokenService,
     CredentialRevocationHooks,
     LapsedCredentialSweeper,
+    GrantService,
     { provide: APP_GUARD, useClass: BearerAuthGuard },
   ],
-  exports: [TokenService, BootstrapTokenService, CredentialRevocationHooks, LapsedCredentialSweeper],
+  exports: [GrantService, TokenService, BootstrapTokenService, CredentialRevocationHooks, LapsedCredentialSweeper],
 })
 export class AuthModule {}

@@ -46,6 +46,17 @@ export class AppConfig {
   readonly smtpRetryMaxMs: number;
   readonly smtpRetryBaseMs: number;
   readonly outboxLeaseMs: number;
+  /** Undefined: only static `alc_` tokens (SPEC 10 off). */
+  readonly oauth:
+    | {
+        issuer: string;
+        jwksUrl: string | undefined;
+        audiences: readonly string[];
+        scopePrefix: string;
+        allowAdmin: boolean;
+        groupsClaim: string;
+      }
+    | undefined;
 
   constructor(env: Environment) {
     this.port = env.PORT;
@@ -96,5 +107,18 @@ export class AppConfig {
     this.smtpRetryMaxMs = env.ALCARTA_SMTP_RETRY_MAX_SECONDS * 1000;
     this.smtpRetryBaseMs = env.ALCARTA_SMTP_RETRY_BASE_SECONDS * 1000;
     this.outboxLeaseMs = env.ALCARTA_OUTBOX_LEASE_SECONDS * 1000;
+    const audiences = env.ALCARTA_OAUTH_AUDIENCE.split(',')
+      .map((a) => a.trim())
+      .filter((a) => a.length > 0);
+    this.oauth = env.ALCARTA_OAUTH_ISSUER
+      ? {
+          issuer: env.ALCARTA_OAUTH_ISSUER,
+          jwksUrl: env.ALCARTA_OAUTH_JWKS_URL,
+          audiences: audiences.length > 0 ? audiences : [`${this.publicUrl}/mcp`],
+          scopePrefix: env.ALCARTA_OAUTH_SCOPE_PREFIX,
+          allowAdmin: env.ALCARTA_OAUTH_ALLOW_ADMIN === 'true',
+          groupsClaim: env.ALCARTA_OAUTH_GROUPS_CLAIM,
+        }
+      : undefined;
   }
 }

@@ -233,6 +233,34 @@ export class Environment {
   @Min(2)
   @Max(3600)
   ALCARTA_OUTBOX_LEASE_SECONDS: number = 120;
+
+  /** OAuth 2.1 resource server (SPEC 10): the authorization server whose JWT access tokens are accepted. */
+  @Transform(emptyToUndefined)
+  @IsOptional()
+  @IsUrl({ require_tld: false, require_protocol: true, protocols: ['http', 'https'] })
+  ALCARTA_OAUTH_ISSUER?: string;
+
+  /** The issuer's JWKS, when its metadata does not name it (or to pin it). */
+  @Transform(emptyToUndefined)
+  @IsOptional()
+  @IsUrl({ require_tld: false, require_protocol: true, protocols: ['http', 'https'] })
+  ALCARTA_OAUTH_JWKS_URL?: string;
+
+  /** Accepted `aud` values, comma-separated; empty: ALCARTA_PUBLIC_URL + "/mcp" (the RFC 8707 resource). */
+  @IsString()
+  ALCARTA_OAUTH_AUDIENCE: string = '';
+
+  /** Removed from token scopes before they are matched to Alcarta's (e.g. "alcarta:"). */
+  @IsString()
+  ALCARTA_OAUTH_SCOPE_PREFIX: string = '';
+
+  /** Whether a JWT may carry the `admin` scope at all. */
+  @IsIn(['true', 'false'])
+  ALCARTA_OAUTH_ALLOW_ADMIN: 'true' | 'false' = 'false';
+
+  /** The claim that lists the principal's groups. */
+  @IsString()
+  ALCARTA_OAUTH_GROUPS_CLAIM: string = 'groups';
 }
 
 /** Validates raw environment variables; throws one error that lists every invalid variable. */
