@@ -8,6 +8,7 @@ import { BootstrapTokenService } from './bootstrap-token.service';
 import { CredentialRevocationHooks } from './credential-revocation';
 import { GrantService } from './grant.service';
 import { LapsedCredentialSweeper } from './lapsed-credential.sweeper';
+import { ProtectedResourceController } from './protected-resource.controller';
 import { TokenEntity } from './token.entity';
 import { TokenRepository } from './token.repository';
 import { TokenService } from './token.service';
@@ -15,7 +16,7 @@ import { TokensController } from './tokens.controller';
 
 @Module({
   imports: [TypeOrmModule.forFeature([TokenEntity]), MailModule, EventsModule],
-  controllers: [TokensController],
+  controllers: [TokensController, ProtectedResourceController],
   providers: [
     TokenRepository,
     TokenService,

@@ -1,6 +1,8 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
 import { Request, Response } from 'express';
 import { AlcartaError, ErrorCode } from '../common/errors';
+import { insufficientScopeChallenge, unauthorizedChallenge } from '../auth/protected-resource-metadata';
+import { AppConfig } from '../config/app-config';
 import { databaseFailureError } from '../database/database-errors';
 
 const STATUS: Record<ErrorCode, HttpStatus> = {
@@ -12,8 +14,6 @@ const STATUS: Record<ErrorCode, HttpStatus> = {
   limit_exceeded: HttpStatus.TOO_MANY_REQUESTS,
   unavailable: HttpStatus.SERVICE_UNAVAILABLE,
 };
-
-export const WWW_AUTHENTICATE = 'Bearer realm="alcarta"';
 
 /** Seconds a client should wait before retrying a 503 (database outage, draining). */
 export const RETRY_AFTER_SECONDS = 5;
@@ -29,6 +29,8 @@ const JSONRPC_CODE: Partial<Record<number, number>> = { 400: -32602, 429: -32000
 export class RestExceptionFilter implements ExceptionFilter {
   private readonly logger = new Logger(RestExceptionFilter.name);
 
+  constructor(private readonly config: AppConfig) {}
+
   catch(exception: unknown, host: ArgumentsHost): void {
     const res = host.switchToHttp().getResponse<Response>();
     const req = host.switchToHttp().getRequest<Request>();
@@ -37,7 +39,13 @@ export class RestExceptionFilter implements ExceptionFilter {
       return;
     }
     const { status, body } = this.describe(exception, req);
-    if (status === HttpStatus.UNAUTHORIZED) res.setHeader('WWW-Authenticate', WWW_AUTHENTICATE);
+    if (status === HttpStatus.UNAUTHORIZED) {
+      const tokenSent = /^Bearer\s+\S/i.test(req.headers.authorization ?? '');
+      res.setHeader('WWW-Authenticate', unauthorizedChallenge(this.config, tokenSent));
+    }
+    if (status === HttpStatus.FORBIDDEN && body.reason === 'missing_scope' && Array.isArray(body.required_scopes)) {
+      res.setHeader('WWW-Authenticate', insufficientScopeChallenge(this.config, body.required_scopes.map(String)));
+    }
     if (status === HttpStatus.SERVICE_UNAVAILABLE) res.setHeader('Retry-After', String(RETRY_AFTER_SECONDS));
     if (status === HttpStatus.TOO_MANY_REQUESTS)
       res.setHeader('Retry-After', String(Number(body.retry_after_seconds ?? 1)));

@@ -1,0 +1,35 @@
+import { Controller, Get, Header } from '@nestjs/common';
+import { AlcartaError } from '../common/errors';
+import { AppConfig } from '../config/app-config';
+import { Public } from './auth.decorators';
+import { protectedResourceMetadata } from './protected-resource-metadata';
+
+/**
+ * RFC 9728 discovery: where MCP clients learn which authorization server issues tokens for Alcarta.
+ * Served at the root and at the /mcp-suffixed path (the one the 401 challenge names). Any origin may
+ * read it: browser-based MCP clients fetch it cross-origin, and it holds nothing secret.
+ */
+@Controller('.well-known/oauth-protected-resource')
+@Public()
+export class ProtectedResourceController {
+  constructor(private readonly config: AppConfig) {}
+
+  @Get()
+  @Header('Access-Control-Allow-Origin', '*')
+  root(): Record<string, unknown> {
+    return this.document();
+  }
+
+  @Get('mcp')
+  @Header('Access-Control-Allow-Origin', '*')
+  mcp(): Record<string, unknown> {
+    return this.document();
+  }
+
+  private document(): Record<string, unknown> {
+    if (!this.config.oauth) {
+      throw new AlcartaError('not_found', 'oauth_not_configured', 'OAuth is not configured on this server.');
+    }
+    return protectedResourceMetadata(this.config.publicUrl, this.config.oauth);
+  }
+}
