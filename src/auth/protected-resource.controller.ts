@@ -1,4 +1,4 @@
-import { Controller, Get, Header } from '@nestjs/common';
+import { Controller, Get, Header, HttpCode, Options } from '@nestjs/common';
 import { AlcartaError } from '../common/errors';
 import { AppConfig } from '../config/app-config';
 import { Public } from './auth.decorators';
@@ -7,7 +7,8 @@ import { protectedResourceMetadata } from './protected-resource-metadata';
 /**
  * RFC 9728 discovery: where MCP clients learn which authorization server issues tokens for Alcarta.
  * Served at the root and at the /mcp-suffixed path (the one the 401 challenge names). Any origin may
- * read it: browser-based MCP clients fetch it cross-origin, and it holds nothing secret.
+ * read it: browser-based MCP clients fetch it cross-origin, and it holds nothing secret. The MCP SDK
+ * sends an MCP-Protocol-Version header with it, so browsers preflight: the OPTIONS answer allows that.
  */
 @Controller('.well-known/oauth-protected-resource')
 @Public()
@@ -25,6 +26,23 @@ export class ProtectedResourceController {
   mcp(): Record<string, unknown> {
     return this.document();
   }
+
+  @Options()
+  @HttpCode(204)
+  @Header('Access-Control-Allow-Origin', '*')
+  @Header('Access-Control-Allow-Methods', 'GET')
+  @Header('Access-Control-Allow-Headers', 'mcp-protocol-version')
+  @Header('Access-Control-Max-Age', '600')
+  rootPreflight(): void {}
+
+  /** A separate handler: stacked route decorators on one method keep only the last-applied one. */
+  @Options('mcp')
+  @HttpCode(204)
+  @Header('Access-Control-Allow-Origin', '*')
+  @Header('Access-Control-Allow-Methods', 'GET')
+  @Header('Access-Control-Allow-Headers', 'mcp-protocol-version')
+  @Header('Access-Control-Max-Age', '600')
+  mcpPreflight(): void {}
 
   private document(): Record<string, unknown> {
     if (!this.config.oauth) {

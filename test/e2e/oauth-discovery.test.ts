@@ -63,6 +63,23 @@ describe('OAuth discovery (RFC 9728) and bearer challenges', () => {
     }
   });
 
+  it('answers the CORS preflight the SDK header (MCP-Protocol-Version) causes, for any origin', async () => {
+    for (const path of PATHS) {
+      const res = await fetch(`${oauthServer.url}${path}`, {
+        method: 'OPTIONS',
+        headers: {
+          origin: 'https://inspector.example',
+          'access-control-request-method': 'GET',
+          'access-control-request-headers': 'mcp-protocol-version',
+        },
+      });
+      assert.equal(res.status, 204, path);
+      assert.equal(res.headers.get('access-control-allow-origin'), '*', path);
+      assert.match(res.headers.get('access-control-allow-headers') ?? '', /mcp-protocol-version/i, path);
+      assert.match(res.headers.get('access-control-allow-methods') ?? '', /GET/, path);
+    }
+  });
+
   it('applies the scope prefix and offers admin only when ALCARTA_OAUTH_ALLOW_ADMIN=true', async () => {
     const res = await fetch(`${prefixedServer.url}${PATHS[1]}`);
     const doc: any = await res.json();
