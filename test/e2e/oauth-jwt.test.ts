@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
-import { createServer, Server } from 'node:http';
-import { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { CryptoKey, exportJWK, exportSPKI, generateKeyPair, JWK, SignJWT } from 'jose';
+import { SignJWT } from 'jose';
+import { FakeAuthorizationServer, SigningKey, signingKey } from '../support/fake-authorization-server';
 import { callOk, connectMcp, rawMcp } from '../support/mcp';
 import { startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
@@ -13,57 +12,6 @@ import { waitFor } from '../support/wait-for';
  * are crafted with jose, so every way a token can be wrong gets its own case.
  */
 const LIST_TOOLS = { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} };
-
-interface SigningKey {
-  kid: string;
-  privateKey: CryptoKey;
-  publicJwk: JWK;
-  publicPem: string;
-}
-
-async function signingKey(kid: string): Promise<SigningKey> {
-  const { privateKey, publicKey } = await generateKeyPair('RS256', { extractable: true });
-  return {
-    kid,
-    privateKey,
-    publicJwk: { ...(await exportJWK(publicKey)), kid, alg: 'RS256', use: 'sig' },
-    publicPem: await exportSPKI(publicKey),
-  };
-}
-
-/** Issuer metadata and a JWKS on loopback; `keys` is what the JWKS serves, `down` makes it fail. */
-class FakeAuthorizationServer {
-  keys: SigningKey[] = [];
-  down = false;
-  jwksRequests = 0;
-  private server: Server | undefined;
-  issuer = '';
-
-  async start(): Promise<void> {
-    this.server = createServer((req, res) => {
-      if (req.url === '/.well-known/oauth-authorization-server') {
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ issuer: this.issuer, jwks_uri: `${this.issuer}/jwks` }));
-      } else if (req.url === '/jwks') {
-        this.jwksRequests++;
-        if (this.down) {
-          res.writeHead(503).end();
-          return;
-        }
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ keys: this.keys.map((k) => k.publicJwk) }));
-      } else {
-        res.writeHead(404).end();
-      }
-    });
-    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
-    this.issuer = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-  }
-
-  async stop(): Promise<void> {
-    await new Promise<void>((resolve) => this.server?.close(() => resolve()));
-  }
-}
 
 describe('OAuth JWT access tokens (SPEC 10)', () => {
   let server: TestServer;
