@@ -112,7 +112,7 @@ export class ApprovalService {
         return { request, applied: false };
       }
       if (request.state !== 'pending') return { request, applied: false };
-      const delivery = await this.transition(manager, request, decision, caller.tokenId, reason);
+      const delivery = await this.transition(manager, request, decision, caller.decidedBy, reason);
       return { request, applied: true, delivery };
     });
     if (!outcome.applied) {

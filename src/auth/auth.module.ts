@@ -8,6 +8,7 @@ import { BootstrapTokenService } from './bootstrap-token.service';
 import { CredentialRevocationHooks } from './credential-revocation';
 import { GrantService } from './grant.service';
 import { LapsedCredentialSweeper } from './lapsed-credential.sweeper';
+import { OAuthAuthenticator } from './oauth/oauth-authenticator.service';
 import { ProtectedResourceController } from './protected-resource.controller';
 import { TokenEntity } from './token.entity';
 import { TokenRepository } from './token.repository';
@@ -24,8 +25,16 @@ import { TokensController } from './tokens.controller';
     CredentialRevocationHooks,
     LapsedCredentialSweeper,
     GrantService,
+    OAuthAuthenticator,
     { provide: APP_GUARD, useClass: BearerAuthGuard },
   ],
-  exports: [GrantService, TokenService, BootstrapTokenService, CredentialRevocationHooks, LapsedCredentialSweeper],
+  exports: [
+    GrantService,
+    OAuthAuthenticator,
+    TokenService,
+    BootstrapTokenService,
+    CredentialRevocationHooks,
+    LapsedCredentialSweeper,
+  ],
 })
 export class AuthModule {}

@@ -4,13 +4,16 @@ import { AlcartaError } from '../common/errors';
 import { AppConfig } from '../config/app-config';
 import { RateLimiter } from '../http/rate-limiter';
 import { AuthenticatedRequest, PUBLIC_ROUTE, REQUIRED_SCOPES } from './auth.decorators';
+import { Caller } from './caller';
+import { OAuthAuthenticator } from './oauth/oauth-authenticator.service';
 import { Scope } from './scopes';
 import { hashSecret } from './token-secret';
 import { TokenService } from './token.service';
 
 /**
- * Every route needs a valid bearer token unless marked @Public(). Unknown, revoked and expired
- * tokens are refused alike (401); a valid token without a required scope gets 403.
+ * Every route needs a valid bearer token unless marked @Public(): a static `alc_` token, or (with
+ * ALCARTA_OAUTH_ISSUER set) a JWT access token of that issuer. Unknown, revoked, expired and
+ * unverifiable tokens are refused alike (401); a valid token without a required scope gets 403.
  *
  * Each credential may make ALCARTA_RATE_LIMIT_PER_SECOND requests per second on this replica
  * (429 above it). The bucket is keyed by the hash of the secret, before the token is looked up:
@@ -24,6 +27,7 @@ export class BearerAuthGuard implements CanActivate {
   constructor(
     private readonly reflector: Reflector,
     private readonly tokens: TokenService,
+    private readonly oauth: OAuthAuthenticator,
     config: AppConfig,
   ) {
     this.limiter = new RateLimiter(config.rateLimitPerSecond);
@@ -44,7 +48,7 @@ export class BearerAuthGuard implements CanActivate {
         retry_after_seconds: retryAfter,
       });
     }
-    const caller = await this.tokens.authenticate(match[1]);
+    const caller = await this.authenticate(match[1]);
     if (!caller) throw new AlcartaError('unauthorized', 'invalid_token', 'The token is unknown, revoked or expired.');
 
     const required = this.reflector.getAllAndOverride<Scope[]>(REQUIRED_SCOPES, targets) ?? [];
@@ -55,5 +59,11 @@ export class BearerAuthGuard implements CanActivate {
     }
     request.caller = caller;
     return true;
+  }
+
+  /** A static `alc_` secret is looked up; anything else is tried as a JWT when OAuth is configured. */
+  private authenticate(secret: string): Promise<Caller | null> {
+    if (secret.startsWith('alc_') || !this.oauth.enabled) return this.tokens.authenticate(secret);
+    return this.oauth.authenticate(secret);
   }
 }

@@ -10,7 +10,21 @@ export interface Credential {
   readonly expiresAt: Date | null;
 }
 
-/** The authenticated token behind a request: who it is, what it may do, what it may see. */
+/** Who an OAuth access token speaks for (SPEC 10): the principal is `iss` + `sub`. */
+export interface OAuthPrincipal {
+  readonly issuer: string;
+  readonly subject: string;
+  /** `azp` or `client_id`; null when the token names no client. */
+  readonly clientId: string | null;
+  /** The `email` claim, when the token carries one. */
+  readonly email: string | null;
+}
+
+/**
+ * The authenticated credential behind a request: who it is, what it may do, what it may see.
+ * `tokenId` is the binding id: a static token's id, or an OAuth principal's `prn_…` (stable across
+ * its access tokens).
+ */
 export class Caller implements Credential {
   readonly mailboxAccess: MailboxAccess;
 
@@ -19,8 +33,25 @@ export class Caller implements Credential {
     readonly scopes: ReadonlySet<Scope>,
     mailboxes: readonly string[],
     readonly expiresAt: Date | null = null,
+    readonly principal: OAuthPrincipal | null = null,
   ) {
     this.mailboxAccess = mailboxes.includes('*') ? { all: true } : { all: false, ids: mailboxes };
+  }
+
+  /** Who decisions record as `decided_by`: the principal's email, else its subject; else the token id. */
+  get decidedBy(): string {
+    if (!this.principal) return this.tokenId;
+    return this.principal.email ?? this.principal.subject;
+  }
+
+  /** What request logs carry about the caller: never a secret, only ids. */
+  get logIdentity(): Record<string, string> {
+    if (!this.principal) return { token_id: this.tokenId };
+    return {
+      principal: this.tokenId,
+      subject: this.principal.subject,
+      ...(this.principal.clientId ? { client_id: this.principal.clientId } : {}),
+    };
   }
 
   /** `admin` implies every other scope. */

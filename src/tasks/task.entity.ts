@@ -21,8 +21,9 @@ export class TaskEntity {
   @Column({ name: 'token_id', type: 'text' })
   tokenId: string;
 
-  @ManyToOne(() => TokenEntity)
-  @JoinColumn({ name: 'token_id', foreignKeyConstraintName: 'tasks_token_id_fkey' })
+  /** No foreign key: an OAuth principal's `prn_…` has no token row (migration 1765200000001). */
+  @ManyToOne(() => TokenEntity, { createForeignKeyConstraints: false })
+  @JoinColumn({ name: 'token_id' })
   token?: TokenEntity;
 
   /** The wait doing the work; null for a task that failed at creation (or after the wait was purged). */

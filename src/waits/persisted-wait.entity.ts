@@ -28,12 +28,13 @@ export class PersistedWaitEntity {
   @PrimaryColumn({ type: 'text' })
   id: string;
 
-  /** The token that created the wait; no other token can see it. */
+  /** The credential that created the wait (a token id, or an OAuth principal's `prn_…`); no other sees it. */
   @Column({ name: 'token_id', type: 'text' })
   tokenId: string;
 
-  @ManyToOne(() => TokenEntity)
-  @JoinColumn({ name: 'token_id', foreignKeyConstraintName: 'waits_token_id_fkey' })
+  /** No foreign key: an OAuth principal's `prn_…` has no token row (migration 1765200000001). */
+  @ManyToOne(() => TokenEntity, { createForeignKeyConstraints: false })
+  @JoinColumn({ name: 'token_id' })
   token?: TokenEntity;
 
   @Column({ type: 'text' })

@@ -1,0 +1,50 @@
+import { createHash } from 'node:crypto';
+import { isScope, Scope } from '../scopes';
+
+/** The part of the OAuth settings that turns a token's claims into Alcarta scopes. */
+export interface ScopeMapping {
+  scopePrefix: string;
+  allowAdmin: boolean;
+}
+
+/**
+ * The Alcarta scopes a token carries: its `scope` (space-separated) or `scp` (array) claim, each
+ * with the configured prefix removed; anything else the authorization server issued is ignored.
+ * `admin` is dropped unless the installation opted in, so an IdP misconfiguration cannot make an
+ * agent an administrator.
+ */
+export function mapScopes(claims: Record<string, unknown>, mapping: ScopeMapping): Set<Scope> {
+  const raw = claimValues(claims.scope ?? claims.scp);
+  const scopes = new Set<Scope>();
+  for (const value of raw) {
+    if (mapping.scopePrefix && !value.startsWith(mapping.scopePrefix)) continue;
+    const name = value.slice(mapping.scopePrefix.length);
+    if (!isScope(name)) continue;
+    if (name === 'admin' && !mapping.allowAdmin) continue;
+    scopes.add(name);
+  }
+  return scopes;
+}
+
+/** A claim that is a space-separated string or an array of strings, as a list (anything else: empty). */
+export function claimValues(value: unknown): string[] {
+  if (typeof value === 'string') return value.split(' ').filter((v) => v.length > 0);
+  if (Array.isArray(value)) return value.filter((v): v is string => typeof v === 'string' && v.length > 0);
+  return [];
+}
+
+const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+
+/**
+ * The binding id of an OAuth principal (`prn_` + 22 base62 characters of sha256(iss "\n" sub)):
+ * stable across its access tokens, so waits, tickets and tasks survive a token refresh (SPEC 10).
+ */
+export function principalId(issuer: string, subject: string): string {
+  let n = BigInt('0x' + createHash('sha256').update(`${issuer}\n${subject}`).digest('hex'));
+  let out = '';
+  for (let i = 0; i < 22; i++) {
+    out += BASE62[Number(n % 62n)];
+    n /= 62n;
+  }
+  return `prn_${out}`;
+}

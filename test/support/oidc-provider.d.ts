@@ -1,0 +1,2 @@
+/** oidc-provider ships no types; the tests use only its constructor and listen(). */
+declare module 'oidc-provider';

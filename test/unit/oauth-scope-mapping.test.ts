@@ -1,0 +1,48 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { mapScopes, principalId } from '#app/auth/oauth/principal-claims.js';
+
+/** SPEC 10 "Who and what": which of a token's scope claims become Alcarta scopes. */
+describe('OAuth scope mapping', () => {
+  const plain = { scopePrefix: '', allowAdmin: false };
+  const sorted = (s: Set<string>) => [...s].sort();
+
+  it('reads a space-separated scope claim and keeps only Alcarta scopes', () => {
+    assert.deepEqual(sorted(mapScopes({ scope: 'openid mail:read  profile approvals:decide' }, plain)), [
+      'approvals:decide',
+      'mail:read',
+    ]);
+  });
+
+  it('reads an scp array (Entra ID style), ignoring non-strings', () => {
+    assert.deepEqual(sorted(mapScopes({ scp: ['mail:send', 42, 'User.Read'] }, plain)), ['mail:send']);
+  });
+
+  it('removes the prefix and ignores unprefixed values when a prefix is set', () => {
+    const prefixed = { scopePrefix: 'alcarta:', allowAdmin: false };
+    assert.deepEqual(sorted(mapScopes({ scope: 'alcarta:mail:read mail:send alcarta:bogus' }, prefixed)), [
+      'mail:read',
+    ]);
+  });
+
+  it('drops admin unless allowed', () => {
+    assert.deepEqual(sorted(mapScopes({ scope: 'admin mail:read' }, plain)), ['mail:read']);
+    assert.deepEqual(sorted(mapScopes({ scope: 'admin mail:read' }, { scopePrefix: '', allowAdmin: true })), [
+      'admin',
+      'mail:read',
+    ]);
+  });
+
+  it('gives no scopes for a missing or malformed claim', () => {
+    assert.deepEqual(sorted(mapScopes({}, plain)), []);
+    assert.deepEqual(sorted(mapScopes({ scope: { 'mail:read': true } }, plain)), []);
+  });
+
+  it('binds a principal to a stable id per issuer and subject', () => {
+    const id = principalId('https://idp.example', 'agent-7');
+    assert.match(id, /^prn_[0-9A-Za-z]{22}$/);
+    assert.equal(principalId('https://idp.example', 'agent-7'), id);
+    assert.notEqual(principalId('https://other.example', 'agent-7'), id);
+    assert.notEqual(principalId('https://idp.example', 'agent-8'), id);
+  });
+});
