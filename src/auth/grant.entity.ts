@@ -1,6 +1,8 @@
-import { Column, CreateDateColumn, Entity, Index, PrimaryColumn } from 'typeorm';
+import { Check, Column, CreateDateColumn, Entity, Index, PrimaryColumn } from 'typeorm';
 
 @Entity({ name: 'grants' })
+@Check('grants_principal_check', `principal ~ '^(sub|client|group):.'`)
+@Check('grants_mailboxes_check', `cardinality(mailboxes) > 0`)
 @Index('grants_principal', ['principal'])
 export class GrantEntity {
   @PrimaryColumn({ type: 'text' })
