@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
-import { ArrayContainedBy, EntityManager, FindOptionsWhere, In, Repository } from 'typeorm';
+import { ArrayContainedBy, EntityManager, FindOptionsWhere, Repository } from 'typeorm';
 import { MailboxAccess } from './caller';
 import { GrantEntity } from './grant.entity';
 
@@ -23,13 +23,13 @@ export class GrantRepository {
     return this.grants.find({ where, order: { createdAt: 'ASC', id: 'ASC' } });
   }
 
-  /** The union of the mailboxes granted to any of `principals`, in one query. */
+  /** The union of the mailboxes granted to any of `principals`, in one query (one parameter, however many groups). */
   async mailboxesOf(principals: readonly string[]): Promise<string[]> {
     if (principals.length === 0) return [];
     const rows = await this.grants
       .createQueryBuilder('g')
       .select('DISTINCT unnest(g.mailboxes)', 'mailbox')
-      .where({ principal: In([...principals]) })
+      .where('g.principal = ANY(:principals)', { principals: [...principals] })
       .getRawMany<{ mailbox: string }>();
     return rows.map((r) => r.mailbox).sort();
   }

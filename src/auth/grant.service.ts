@@ -3,6 +3,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { AlcartaError, invalidRequest, notFound } from '../common/errors';
 import { newId } from '../common/ids';
+import { hasUnstorableText } from '../common/text-safety';
 import { MailboxService } from '../mail/mailbox.service';
 import { Caller } from './caller';
 import { GrantEntity } from './grant.entity';
@@ -28,8 +29,8 @@ export interface NewGrant {
  */
 export type GrantRevokedListener = (manager: EntityManager, grant: GrantEntity) => Promise<void>;
 
-/** A kind, a colon and a name without control characters. */
-const PRINCIPAL_SHAPE = /^(sub|client|group):[^\p{Cc}]+$/u;
+/** A kind, a colon and a name without control characters or lone surrogates. */
+const PRINCIPAL_SHAPE = /^(sub|client|group):[^\p{Cc}\p{Cs}]+$/u;
 export const PRINCIPAL_MAX_LENGTH = 500;
 
 export function grantView(g: GrantEntity) {
@@ -60,11 +61,12 @@ export class GrantService {
 
   /** The mailboxes a principal reaches: `['*']` when any of its grants is to every mailbox. */
   async mailboxesFor(principal: PrincipalClaims): Promise<string[]> {
+    // Claims come from the identity provider: a name PostgreSQL cannot store cannot have a grant.
     const principals = [
       `sub:${principal.subject}`,
       ...(principal.clientId ? [`client:${principal.clientId}`] : []),
       ...principal.groups.map((g) => `group:${g}`),
-    ];
+    ].filter((p) => !hasUnstorableText(p));
     const mailboxes = await this.grants.mailboxesOf(principals);
     return mailboxes.includes('*') ? ['*'] : mailboxes;
   }

@@ -210,6 +210,16 @@ describe('grants of mailboxes to OAuth principals', () => {
     // A subject named like a group or client reaches only what its own kind was granted.
     assert.deepEqual(await grants.mailboxesFor({ subject: 'support', clientId: 'alice', groups: ['mail-agent'] }), []);
     assert.deepEqual(await grants.mailboxesFor({ subject: "alice' OR 1=1 --", clientId: null, groups: [] }), []);
+    assert.deepEqual(
+      await grants.mailboxesFor({ subject: 'a\u0000b', clientId: '\ud800', groups: ['x\u0000', 'support'] }),
+      sorted([boxA, boxB, boxC]),
+      'names PostgreSQL cannot store match nothing and break nothing',
+    );
+    const manyGroups = Array.from({ length: 70_000 }, (_, i) => `g${i}`);
+    assert.deepEqual(
+      await grants.mailboxesFor({ subject: 'bob', clientId: null, groups: [...manyGroups, 'support'] }),
+      [...sorted([boxA, boxB, boxC])],
+    );
   });
 
   it('runs the grant-revoked listeners inside the deleting transaction', async () => {
