@@ -6,7 +6,10 @@ import { MailModule } from '../mail/mail.module';
 import { BearerAuthGuard } from './bearer-auth.guard';
 import { BootstrapTokenService } from './bootstrap-token.service';
 import { CredentialRevocationHooks } from './credential-revocation';
+import { GrantEntity } from './grant.entity';
+import { GrantRepository } from './grant.repository';
 import { GrantService } from './grant.service';
+import { GrantsController } from './grants.controller';
 import { LapsedCredentialSweeper } from './lapsed-credential.sweeper';
 import { OAuthAuthenticator } from './oauth/oauth-authenticator.service';
 import { ProtectedResourceController } from './protected-resource.controller';
@@ -16,14 +19,15 @@ import { TokenService } from './token.service';
 import { TokensController } from './tokens.controller';
 
 @Module({
-  imports: [TypeOrmModule.forFeature([TokenEntity]), MailModule, EventsModule],
-  controllers: [TokensController, ProtectedResourceController],
+  imports: [TypeOrmModule.forFeature([TokenEntity, GrantEntity]), MailModule, EventsModule],
+  controllers: [TokensController, GrantsController, ProtectedResourceController],
   providers: [
     TokenRepository,
     TokenService,
     BootstrapTokenService,
     CredentialRevocationHooks,
     LapsedCredentialSweeper,
+    GrantRepository,
     GrantService,
     OAuthAuthenticator,
     { provide: APP_GUARD, useClass: BearerAuthGuard },

@@ -1,4 +1,13 @@
 import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource, EntityManager } from 'typeorm';
+import { AlcartaError, invalidRequest, notFound } from '../common/errors';
+import { newId } from '../common/ids';
+import { hasUnstorableText } from '../common/text-safety';
+import { MailboxService } from '../mail/mailbox.service';
+import { Caller } from './caller';
+import { GrantEntity } from './grant.entity';
+import { GrantRepository } from './grant.repository';
 
 /** Who a JWT names, as grants match it (SPEC 10): its subject, its client, its groups. */
 export interface PrincipalClaims {
@@ -7,13 +16,132 @@ export interface PrincipalClaims {
   groups: readonly string[];
 }
 
+export interface NewGrant {
+  /** `sub:<subject>`, `client:<client id>` or `group:<group name>`. */
+  principal: string;
+  /** Mailbox ids, or `['*']` for every mailbox. */
+  mailboxes: string[];
+}
+
+/**
+ * Runs inside the transaction that deletes a grant, with the deleted grant: the place to end what
+ * principals held through it, atomically with the deletion.
+ */
+export type GrantRevokedListener = (manager: EntityManager, grant: GrantEntity) => Promise<void>;
+
+/** A kind, a colon and a name without control characters or lone surrogates. */
+const PRINCIPAL_SHAPE = /^(sub|client|group):[^\p{Cc}\p{Cs}]+$/u;
+export const PRINCIPAL_MAX_LENGTH = 500;
+
+export function grantView(g: GrantEntity) {
+  return {
+    grant_id: g.id,
+    principal: g.principal,
+    mailboxes: g.mailboxes,
+    created_at: g.createdAt.toISOString(),
+  };
+}
+
 /**
  * Grants of mailboxes to OAuth principals (`sub:…`, `client:…`, `group:…`). An OAuth principal
- * reaches the union of the mailboxes granted to its subject, its client and its groups.
+ * reaches the union of the mailboxes granted to its subject, its client and its groups. Grants are
+ * administered like tokens (SPEC 8a): an admin bound to some mailboxes sees, creates and deletes
+ * only grants within them. Grants are read from the database on every lookup, never cached, so a
+ * deleted grant stops counting at once on every replica.
  */
 @Injectable()
 export class GrantService {
-  mailboxesFor(_principal: PrincipalClaims): Promise<string[]> {
-    return Promise.resolve([]);
+  private readonly revokedListeners: GrantRevokedListener[] = [];
+
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly grants: GrantRepository,
+    private readonly mailboxes: MailboxService,
+  ) {}
+
+  /** The mailboxes a principal reaches: `['*']` when any of its grants is to every mailbox. */
+  async mailboxesFor(principal: PrincipalClaims): Promise<string[]> {
+    // Claims come from the identity provider: a name PostgreSQL cannot store cannot have a grant.
+    const principals = [
+      `sub:${principal.subject}`,
+      ...(principal.clientId ? [`client:${principal.clientId}`] : []),
+      ...principal.groups.map((g) => `group:${g}`),
+    ].filter((p) => !hasUnstorableText(p));
+    const mailboxes = await this.grants.mailboxesOf(principals);
+    return mailboxes.includes('*') ? ['*'] : mailboxes;
   }
+
+  async create(actor: Caller, input: NewGrant) {
+    if (input.principal.length > PRINCIPAL_MAX_LENGTH || !PRINCIPAL_SHAPE.test(input.principal)) {
+      throw invalidRequest(
+        'invalid_principal',
+        'principal is "sub:<subject>", "client:<client id>" or "group:<group name>" with a non-empty name.',
+        { field: 'principal' },
+      );
+    }
+    const mailboxes = [...new Set(input.mailboxes)];
+    if (mailboxes.length === 0 || (mailboxes.includes('*') && mailboxes.length > 1)) {
+      throw invalidRequest('invalid_mailboxes', 'mailboxes is either ["*"] or a non-empty list of mailbox ids.', {
+        field: 'mailboxes',
+      });
+    }
+    // Before the existence check, so that a bound admin cannot probe for other tenants' mailboxes.
+    if (!actor.reaches(mailboxes)) throw outOfReach(actor, mailboxes);
+    const unknownMailboxes = mailboxes.includes('*') ? [] : await this.mailboxes.unknownIds(mailboxes);
+    if (unknownMailboxes.length > 0) {
+      throw invalidRequest('unknown_mailbox', `No such mailboxes: ${unknownMailboxes.join(', ')}.`, {
+        field: 'mailboxes',
+        mailbox_ids: unknownMailboxes,
+      });
+    }
+    const grant = await this.grants.insert({
+      id: newId('grt'),
+      principal: input.principal,
+      mailboxes,
+      createdBy: actor.tokenId,
+    });
+    return grantView(grant);
+  }
+
+  /** The grants within the actor's reach. */
+  async list(actor: Caller) {
+    return { grants: (await this.grants.list(actor.mailboxAccess)).map(grantView) };
+  }
+
+  /**
+   * Deletes a grant within the actor's reach (others answer not_found, like unknown ones); the
+   * revoked listeners run in the same transaction.
+   */
+  async revoke(actor: Caller, grantId: string): Promise<void> {
+    const grant = await this.grants.findById(grantId);
+    if (!grant || !actor.reaches(grant.mailboxes)) throw notFound('grant', grantId);
+    await this.dataSource.transaction(async (manager) => {
+      const deleted = await this.grants.delete(manager, grantId);
+      if (!deleted) return;
+      for (const listener of this.revokedListeners) await listener(manager, deleted);
+    });
+  }
+
+  /** Registers work to do, atomically, whenever a grant is deleted. */
+  onGrantRevoked(listener: GrantRevokedListener): void {
+    this.revokedListeners.push(listener);
+  }
+}
+
+function outOfReach(actor: Caller, mailboxes: readonly string[]): AlcartaError {
+  if (mailboxes.includes('*')) {
+    return new AlcartaError(
+      'forbidden',
+      'mailbox_out_of_reach',
+      'Only an admin token bound to "*" can grant every mailbox.',
+      { field: 'mailboxes' },
+    );
+  }
+  const outside = mailboxes.filter((id) => !actor.canSeeMailbox(id));
+  return new AlcartaError(
+    'forbidden',
+    'mailbox_out_of_reach',
+    `This admin token is not bound to: ${outside.join(', ')}; it can grant only its own mailboxes.`,
+    { field: 'mailboxes', mailbox_ids: outside },
+  );
 }

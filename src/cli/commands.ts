@@ -1,6 +1,7 @@
 import { INestApplicationContext } from '@nestjs/common';
 import { parseArgs } from 'node:util';
 import { AlcartaError } from '../common/errors';
+import { GrantService } from '../auth/grant.service';
 import { TokenService } from '../auth/token.service';
 import { MigrationRunner } from '../database/migration-runner';
 import { MailboxService } from '../mail/mailbox.service';
@@ -13,6 +14,10 @@ export const USAGE = `Usage: npm run cli -- <command> [options]      (or: node d
                                                   create a token; prints its id and secret (shown once)
   tokens list                                     list tokens (never secrets)
   tokens revoke TOKEN_ID                          revoke a token at once
+  grants create --principal sub:S|client:C|group:G --mailboxes mbx_…,mbx_…|*
+                                                  grant mailboxes to an OAuth principal
+  grants list                                     list grants
+  grants revoke GRANT_ID                          delete a grant at once
   mailboxes create --address A [--name N]         create a mailbox
   mailboxes list                                  list mailboxes
 
@@ -85,6 +90,23 @@ export async function runCommand(app: INestApplicationContext, argv: string[]): 
       await app.get(TokenService).revoke(OPERATOR, tokenId);
       return { json: { token_id: tokenId, revoked: true }, text: `revoked ${tokenId}` };
     }
+    case 'grants create': {
+      const grant = await app.get(GrantService).create(OPERATOR, {
+        principal: required(values.principal, '--principal'),
+        mailboxes: list(required(values.mailboxes, '--mailboxes')),
+      });
+      return { json: grant, text: grantLine(grant) };
+    }
+    case 'grants list': {
+      const result = await app.get(GrantService).list(OPERATOR);
+      return { json: result, text: result.grants.map(grantLine).join('\n') };
+    }
+    case 'grants revoke': {
+      const grantId = positionals[0];
+      if (!grantId) throw new UsageError('grants revoke needs a grant id');
+      await app.get(GrantService).revoke(OPERATOR, grantId);
+      return { json: { grant_id: grantId, revoked: true }, text: `revoked ${grantId}` };
+    }
     case 'mailboxes create': {
       const mailbox = await app
         .get(MailboxService)
@@ -117,12 +139,17 @@ function parse(args: string[]) {
         mailboxes: { type: 'string' },
         'expires-at': { type: 'string' },
         address: { type: 'string' },
+        principal: { type: 'string' },
         json: { type: 'boolean' },
       },
     });
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
+}
+
+function grantLine(g: { grant_id: string; principal: string; mailboxes: string[]; created_at: string }): string {
+  return `${g.grant_id}  ${g.principal}  mailboxes=${g.mailboxes.join(',')}  created=${g.created_at}`;
 }
 
 function required(value: string | undefined, flag: string): string {

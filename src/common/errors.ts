@@ -27,7 +27,10 @@ export function invalidRequest(reason: string, message: string, details: Record<
 }
 
 /** Unknown and invisible things answer alike, so ids of other tenants cannot be probed. */
-export function notFound(kind: 'mailbox' | 'message' | 'request' | 'token' | 'wait', id: string): AlcartaError {
+export function notFound(
+  kind: 'mailbox' | 'message' | 'request' | 'token' | 'wait' | 'grant',
+  id: string,
+): AlcartaError {
   return new AlcartaError(
     'not_found',
     `${kind}_not_found`,

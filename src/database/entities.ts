@@ -1,4 +1,5 @@
 import { ApprovalRequestEntity } from '../approvals/approval-request.entity';
+import { GrantEntity } from '../auth/grant.entity';
 import { TokenEntity } from '../auth/token.entity';
 import { EventEntity } from '../events/event.entity';
 import { MailboxEntity } from '../mail/mailbox.entity';
@@ -21,4 +22,5 @@ export const ENTITIES = [
   PersistedWaitEntity,
   TaskEntity,
   OutboundDeliveryEntity,
+  GrantEntity,
 ];

@@ -29,7 +29,7 @@ describe('administrative CLI', () => {
     return result.stdout;
   }
 
-  const count = async (table: 'tokens' | 'mailboxes') =>
+  const count = async (table: 'tokens' | 'mailboxes' | 'grants') =>
     Number((await db.query<{ n: string }>(`SELECT count(*) AS n FROM ${table}`))[0].n);
 
   const schema = () =>
@@ -220,15 +220,72 @@ describe('administrative CLI', () => {
     assert.equal(await count('tokens'), before);
   });
 
+  it('grants create, list and revoke, seen over the REST API', async () => {
+    const text = await cliOk('grants', 'create', '--principal', 'group:ops', '--mailboxes', mailboxId);
+    const grantId = new RegExp(`^(grt_[0-9A-Za-z]{22})\\s+group:ops\\s+mailboxes=${mailboxId}\\s+created=`, 'm').exec(
+      text,
+    )?.[1];
+    assert.ok(grantId, `unexpected output: ${text}`);
+    const all = JSON.parse(await cliOk('grants', 'create', '--principal', 'sub:alice', '--mailboxes', '*', '--json'));
+    assert.deepEqual(all, {
+      grant_id: all.grant_id,
+      principal: 'sub:alice',
+      mailboxes: ['*'],
+      created_at: all.created_at,
+    });
+    const [row] = await db.query<{ created_by: string }>('SELECT created_by FROM grants WHERE id = $1', [grantId]);
+    assert.equal(row.created_by, 'operator');
+
+    const listed = JSON.parse(await cliOk('grants', 'list', '--json'));
+    assert.deepEqual(
+      listed.grants.map((g: { grant_id: string }) => g.grant_id),
+      [grantId, all.grant_id],
+    );
+    assert.match(await cliOk('grants', 'list'), new RegExp(`^${all.grant_id}\\s+sub:alice\\s+mailboxes=\\*`, 'm'));
+    const rest = await new RestClient(server!.url, admin.secret).get('/v1/grants');
+    assert.deepEqual(rest.body, listed);
+
+    assert.match(await cliOk('grants', 'revoke', grantId), new RegExp(grantId));
+    assert.deepEqual(
+      (await new RestClient(server!.url, admin.secret).get('/v1/grants')).body.grants.map(
+        (g: { grant_id: string }) => g.grant_id,
+      ),
+      [all.grant_id],
+    );
+    const unknown = await cli('grants', 'revoke', grantId);
+    assert.equal(unknown.code, 1);
+    assert.match(unknown.stderr, /not_found/);
+
+    const before = await count('grants');
+    const badPrincipal = await cli('grants', 'create', '--principal', 'user:bob', '--mailboxes', mailboxId);
+    assert.equal(badPrincipal.code, 1);
+    assert.match(badPrincipal.stderr, /invalid_principal/);
+    const badMailbox = await cli(
+      'grants',
+      'create',
+      '--principal',
+      'sub:bob',
+      '--mailboxes',
+      'mbx_0000000000000000000000',
+    );
+    assert.equal(badMailbox.code, 1);
+    assert.match(badMailbox.stderr, /mbx_0000000000000000000000/);
+    assert.equal(await count('grants'), before);
+  });
+
   it('unknown commands and missing flags exit 2 with the usage', async () => {
     const tokens = await count('tokens');
     const mailboxes = await count('mailboxes');
+    const grants = await count('grants');
     const cases = [
       ['bogus'],
       ['tokens', 'frobnicate'],
       ['tokens', 'create', '--name', 'x'],
       ['tokens', 'create', '--scopes', 'admin', '--mailboxes', '*'],
       ['tokens', 'revoke'],
+      ['grants', 'create', '--principal', 'group:ops'],
+      ['grants', 'create', '--mailboxes', '*'],
+      ['grants', 'revoke'],
       ['mailboxes', 'create', '--name', 'no address'],
       ['mailboxes', 'list', '--no-such-flag'],
     ];
@@ -243,5 +300,6 @@ describe('administrative CLI', () => {
     assert.match(bare.stdout + bare.stderr, /Usage: /);
     assert.equal(await count('tokens'), tokens);
     assert.equal(await count('mailboxes'), mailboxes);
+    assert.equal(await count('grants'), grants);
   });
 });

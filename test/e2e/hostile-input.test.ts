@@ -472,6 +472,11 @@ describe('hostile input: no 5xx and no internals, over every route and tool', ()
         path: () => '/v1/tokens',
         base: () => ({ name: 't', scopes: ['mail:read'], mailboxes: [mailboxId], expires_at: '2099-01-01T00:00:00Z' }),
       },
+      {
+        method: 'POST',
+        path: () => '/v1/grants',
+        base: () => ({ principal: 'group:ops', mailboxes: [mailboxId] }),
+      },
     ];
     const cases: Case[] = [];
     for (const route of routes) {
@@ -561,6 +566,7 @@ describe('hostile input: no 5xx and no internals, over every route and tool', ()
       `/v1/requests/${requestId}/approve`,
       '/v1/mailboxes',
       '/v1/tokens',
+      '/v1/grants',
     ];
     const bodies = hostileBodies(random);
     for (const path of postRoutes) {
@@ -604,6 +610,8 @@ describe('hostile input: no 5xx and no internals, over every route and tool', ()
     const everyRoute: [string, string][] = [
       ['GET', '/v1/mailboxes'],
       ['GET', '/v1/tokens'],
+      ['GET', '/v1/grants'],
+      ['DELETE', '/v1/grants/grt_%00'],
       ['GET', '/v1/requests'],
       ['GET', '/health/live'],
       ['GET', '/health/ready'],
