@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { SignJWT } from 'jose';
 import { FakeAuthorizationServer, SigningKey, signingKey } from '../support/fake-authorization-server';
-import { callOk, connectMcp, rawMcp } from '../support/mcp';
+import { callError, callOk, connectMcp, rawMcp } from '../support/mcp';
 import { startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
 
@@ -82,6 +82,21 @@ describe('OAuth JWT access tokens (SPEC 10)', () => {
       ]);
       const listed = await callOk<{ mailboxes: unknown[] }>(client, 'list_mailboxes');
       assert.deepEqual(listed.mailboxes, []);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('refuses stored waits (websocket, any) plainly until they can be bound to a principal', async () => {
+    const client = await connectMcp(server.url, await token(key1));
+    try {
+      for (const delivery of ['websocket', 'any']) {
+        const error = await callError(client, 'email_await', { event: { type: 'message_received' }, delivery });
+        assert.equal(error.error, 'invalid_request');
+        assert.equal(error.reason, 'not_supported_for_oauth');
+      }
+      const poll = await callOk(client, 'email_await', { event: { type: 'message_received' }, timeout_seconds: 0 });
+      assert.equal(poll.timed_out, true, 'a blocking poll wait works');
     } finally {
       await client.close();
     }
