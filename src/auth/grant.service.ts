@@ -1,11 +1,12 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
-import { AlcartaError, invalidRequest, notFound } from '../common/errors';
+import { invalidRequest, notFound } from '../common/errors';
 import { newId } from '../common/ids';
 import { hasUnstorableText } from '../common/text-safety';
 import { MailboxService } from '../mail/mailbox.service';
 import { Caller } from './caller';
+import { assignableMailboxes } from './mailbox-assignment';
 import { GrantEntity } from './grant.entity';
 import { GrantRepository } from './grant.repository';
 
@@ -79,21 +80,7 @@ export class GrantService {
         { field: 'principal' },
       );
     }
-    const mailboxes = [...new Set(input.mailboxes)];
-    if (mailboxes.length === 0 || (mailboxes.includes('*') && mailboxes.length > 1)) {
-      throw invalidRequest('invalid_mailboxes', 'mailboxes is either ["*"] or a non-empty list of mailbox ids.', {
-        field: 'mailboxes',
-      });
-    }
-    // Before the existence check, so that a bound admin cannot probe for other tenants' mailboxes.
-    if (!actor.reaches(mailboxes)) throw outOfReach(actor, mailboxes);
-    const unknownMailboxes = mailboxes.includes('*') ? [] : await this.mailboxes.unknownIds(mailboxes);
-    if (unknownMailboxes.length > 0) {
-      throw invalidRequest('unknown_mailbox', `No such mailboxes: ${unknownMailboxes.join(', ')}.`, {
-        field: 'mailboxes',
-        mailbox_ids: unknownMailboxes,
-      });
-    }
+    const mailboxes = await assignableMailboxes(actor, input.mailboxes, 'grants', this.mailboxes);
     const grant = await this.grants.insert({
       id: newId('grt'),
       principal: input.principal,
@@ -126,22 +113,4 @@ export class GrantService {
   onGrantRevoked(listener: GrantRevokedListener): void {
     this.revokedListeners.push(listener);
   }
-}
-
-function outOfReach(actor: Caller, mailboxes: readonly string[]): AlcartaError {
-  if (mailboxes.includes('*')) {
-    return new AlcartaError(
-      'forbidden',
-      'mailbox_out_of_reach',
-      'Only an admin token bound to "*" can grant every mailbox.',
-      { field: 'mailboxes' },
-    );
-  }
-  const outside = mailboxes.filter((id) => !actor.canSeeMailbox(id));
-  return new AlcartaError(
-    'forbidden',
-    'mailbox_out_of_reach',
-    `This admin token is not bound to: ${outside.join(', ')}; it can grant only its own mailboxes.`,
-    { field: 'mailboxes', mailbox_ids: outside },
-  );
 }

@@ -1,11 +1,12 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
-import { AlcartaError, invalidRequest, notFound } from '../common/errors';
+import { invalidRequest, notFound } from '../common/errors';
 import { newId } from '../common/ids';
 import { EventLog } from '../events/event-log';
 import { MailboxService } from '../mail/mailbox.service';
 import { Caller } from './caller';
+import { assignableMailboxes } from './mailbox-assignment';
 import { CredentialRevocationHooks, hasLapsed } from './credential-revocation';
 import { isScope, Scope } from './scopes';
 import { generateSecret, hashSecret, SECRET_SHAPE } from './token-secret';
@@ -46,21 +47,7 @@ export class TokenService {
         field: 'scopes',
       });
     }
-    const mailboxes = [...new Set(input.mailboxes)];
-    if (mailboxes.length === 0 || (mailboxes.includes('*') && mailboxes.length > 1)) {
-      throw invalidRequest('invalid_mailboxes', 'mailboxes is either ["*"] or a non-empty list of mailbox ids.', {
-        field: 'mailboxes',
-      });
-    }
-    // Before the existence check, so that a bound admin cannot probe for other tenants' mailboxes.
-    if (!actor.reaches(mailboxes)) throw outOfReach(actor, mailboxes);
-    const unknownMailboxes = mailboxes.includes('*') ? [] : await this.mailboxes.unknownIds(mailboxes);
-    if (unknownMailboxes.length > 0) {
-      throw invalidRequest('unknown_mailbox', `No such mailboxes: ${unknownMailboxes.join(', ')}.`, {
-        field: 'mailboxes',
-        mailbox_ids: unknownMailboxes,
-      });
-    }
+    const mailboxes = await assignableMailboxes(actor, input.mailboxes, 'tokens', this.mailboxes);
     if (input.expiresAt && input.expiresAt.getTime() <= Date.now()) {
       throw invalidRequest('expires_at_in_past', 'expires_at must be in the future.', { field: 'expires_at' });
     }
@@ -108,22 +95,4 @@ export class TokenService {
     if (!token || hasLapsed(token)) return null;
     return new Caller(token.id, new Set<Scope>(token.scopes.filter(isScope)), token.mailboxes, token.expiresAt);
   }
-}
-
-function outOfReach(actor: Caller, mailboxes: readonly string[]): AlcartaError {
-  if (mailboxes.includes('*')) {
-    return new AlcartaError(
-      'forbidden',
-      'mailbox_out_of_reach',
-      'Only an admin token bound to "*" can create tokens for every mailbox.',
-      { field: 'mailboxes' },
-    );
-  }
-  const outside = mailboxes.filter((id) => !actor.canSeeMailbox(id));
-  return new AlcartaError(
-    'forbidden',
-    'mailbox_out_of_reach',
-    `This admin token is not bound to: ${outside.join(', ')}; it can create tokens only for its own mailboxes.`,
-    { field: 'mailboxes', mailbox_ids: outside },
-  );
 }
