@@ -13,6 +13,9 @@ import { GrantsController } from './grants.controller';
 import { LapsedCredentialSweeper } from './lapsed-credential.sweeper';
 import { OAuthAuthenticator } from './oauth/oauth-authenticator.service';
 import { ProtectedResourceController } from './protected-resource.controller';
+import { CredentialRepository } from './credential.repository';
+import { PrincipalRepository } from './principal.repository';
+import { PrincipalService } from './principal.service';
 import { TokenEntity } from './token.entity';
 import { TokenRepository } from './token.repository';
 import { TokenService } from './token.service';
@@ -30,9 +33,13 @@ import { TokensController } from './tokens.controller';
     GrantRepository,
     GrantService,
     OAuthAuthenticator,
+    PrincipalRepository,
+    PrincipalService,
+    CredentialRepository,
     { provide: APP_GUARD, useClass: BearerAuthGuard },
   ],
   exports: [
+    CredentialRepository,
     GrantService,
     OAuthAuthenticator,
     TokenService,

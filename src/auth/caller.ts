@@ -8,6 +8,11 @@ export interface Credential {
   readonly tokenId: string;
   /** The token's `expires_at`; null when it never expires. */
   readonly expiresAt: Date | null;
+  /**
+   * When its access was last read from the database (ms since the epoch): a revocation that this
+   * process learns of later, but that committed after this read, still ends what it holds.
+   */
+  readonly authenticatedAt: number;
 }
 
 /** Who an OAuth access token speaks for (SPEC 10): the principal is `iss` + `sub`. */
@@ -27,15 +32,20 @@ export interface OAuthPrincipal {
  */
 export class Caller implements Credential {
   readonly mailboxAccess: MailboxAccess;
+  readonly expiresAt: Date | null;
+  readonly principal: OAuthPrincipal | null;
+  readonly authenticatedAt: number;
 
   constructor(
     readonly tokenId: string,
     readonly scopes: ReadonlySet<Scope>,
     mailboxes: readonly string[],
-    readonly expiresAt: Date | null = null,
-    readonly principal: OAuthPrincipal | null = null,
+    options: { expiresAt?: Date | null; principal?: OAuthPrincipal | null; authenticatedAt?: number } = {},
   ) {
     this.mailboxAccess = mailboxes.includes('*') ? { all: true } : { all: false, ids: mailboxes };
+    this.expiresAt = options.expiresAt ?? null;
+    this.principal = options.principal ?? null;
+    this.authenticatedAt = options.authenticatedAt ?? Date.now();
   }
 
   /** Who decisions record as `decided_by`: the principal's email, else its subject; else the token id. */

@@ -1,8 +1,11 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 
-/** Why a token lost its access; the `reason` of the `unauthorized` errors that end its work. */
-export type AccessEndReason = 'token_revoked' | 'token_expired';
+/**
+ * Why a credential lost its access; the `reason` of the `unauthorized` errors that end its work.
+ * `access_removed`: an OAuth principal lost a mailbox (a grant was deleted, or its groups changed).
+ */
+export type AccessEndReason = 'token_revoked' | 'token_expired' | 'access_removed';
 
 /**
  * What a module that keeps things for tokens (waits, tasks) does when a token loses its access.

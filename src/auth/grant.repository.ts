@@ -3,6 +3,7 @@ import { InjectRepository } from '@nestjs/typeorm';
 import { ArrayContainedBy, EntityManager, FindOptionsWhere, Repository } from 'typeorm';
 import { MailboxAccess } from './caller';
 import { GrantEntity } from './grant.entity';
+import { PrincipalClaims } from './principal.repository';
 
 @Injectable()
 export class GrantRepository {
@@ -23,43 +24,19 @@ export class GrantRepository {
     return this.grants.find({ where, order: { createdAt: 'ASC', id: 'ASC' } });
   }
 
-  /** The union of the mailboxes granted to any of `principals`, in one query (one parameter, however many groups). */
-  async mailboxesOf(principals: readonly string[]): Promise<string[]> {
-    if (principals.length === 0) return [];
-    const rows = await this.grants
-      .createQueryBuilder('g')
-      .select('DISTINCT unnest(g.mailboxes)', 'mailbox')
-      .where('g.principal = ANY(:principals)', { principals: [...principals] })
-      .getRawMany<{ mailbox: string }>();
-    return rows.map((r) => r.mailbox).sort();
+  /**
+   * The union of the mailboxes granted to the principal's subject, client and groups (`['*']` when
+   * any is to every mailbox), by the one SQL definition that stored principals use too.
+   */
+  async mailboxesOf(principal: PrincipalClaims): Promise<string[]> {
+    const [row] = await this.grants.query<Array<{ mailboxes: string[] }>>(
+      `SELECT principal_mailboxes($1, $2, $3::text[]) AS mailboxes`,
+      [principal.subject, principal.clientId, [...principal.groups]],
+    );
+    return row.mailboxes;
   }
 
-  /** Deletes the grant and returns it, or null when it was already gone. */
-  async delete(manager: EntityManager, id: string): Promise<GrantEntity | null> {
-    const result = await manager
-      .createQueryBuilder()
-      .delete()
-      .from(GrantEntity)
-      .where({ id })
-      .returning(['id', 'principal', 'mailboxes', 'created_at', 'created_by'])
-      .execute();
-    const rows = result.raw as DeletedGrantRow[];
-    const row = rows[0];
-    if (!row) return null;
-    return {
-      id: row.id,
-      principal: row.principal,
-      mailboxes: row.mailboxes,
-      createdAt: row.created_at,
-      createdBy: row.created_by,
-    };
+  async delete(manager: EntityManager, id: string): Promise<void> {
+    await manager.delete(GrantEntity, { id });
   }
-}
-
-interface DeletedGrantRow {
-  id: string;
-  principal: string;
-  mailboxes: string[];
-  created_at: Date;
-  created_by: string;
 }

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource, EntityManager } from 'typeorm';
+import { DataSource } from 'typeorm';
 import { invalidRequest, notFound } from '../common/errors';
 import { newId } from '../common/ids';
 import { hasUnstorableText } from '../common/text-safety';
@@ -9,13 +9,8 @@ import { Caller } from './caller';
 import { assignableMailboxes } from './mailbox-assignment';
 import { GrantEntity } from './grant.entity';
 import { GrantRepository } from './grant.repository';
-
-/** Who a JWT names, as grants match it (SPEC 10): its subject, its client, its groups. */
-export interface PrincipalClaims {
-  subject: string;
-  clientId: string | null;
-  groups: readonly string[];
-}
+import { PrincipalClaims } from './principal.repository';
+import { PrincipalService } from './principal.service';
 
 export interface NewGrant {
   /** `sub:<subject>`, `client:<client id>` or `group:<group name>`. */
@@ -23,12 +18,6 @@ export interface NewGrant {
   /** Mailbox ids, or `['*']` for every mailbox. */
   mailboxes: string[];
 }
-
-/**
- * Runs inside the transaction that deletes a grant, with the deleted grant: the place to end what
- * principals held through it, atomically with the deletion.
- */
-export type GrantRevokedListener = (manager: EntityManager, grant: GrantEntity) => Promise<void>;
 
 /** A kind, a colon and a name without control characters or lone surrogates. */
 const PRINCIPAL_SHAPE = /^(sub|client|group):[^\p{Cc}\p{Cs}]+$/u;
@@ -52,24 +41,22 @@ export function grantView(g: GrantEntity) {
  */
 @Injectable()
 export class GrantService {
-  private readonly revokedListeners: GrantRevokedListener[] = [];
-
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
     private readonly grants: GrantRepository,
     private readonly mailboxes: MailboxService,
+    private readonly principals: PrincipalService,
   ) {}
 
   /** The mailboxes a principal reaches: `['*']` when any of its grants is to every mailbox. */
-  async mailboxesFor(principal: PrincipalClaims): Promise<string[]> {
+  mailboxesFor(principal: PrincipalClaims): Promise<string[]> {
     // Claims come from the identity provider: a name PostgreSQL cannot store cannot have a grant.
-    const principals = [
-      `sub:${principal.subject}`,
-      ...(principal.clientId ? [`client:${principal.clientId}`] : []),
-      ...principal.groups.map((g) => `group:${g}`),
-    ].filter((p) => !hasUnstorableText(p));
-    const mailboxes = await this.grants.mailboxesOf(principals);
-    return mailboxes.includes('*') ? ['*'] : mailboxes;
+    const storable = (name: string | null) => (name === null || hasUnstorableText(name) ? null : name);
+    return this.grants.mailboxesOf({
+      subject: storable(principal.subject) ?? '',
+      clientId: storable(principal.clientId),
+      groups: principal.groups.filter((g) => storable(g) !== null),
+    });
   }
 
   async create(actor: Caller, input: NewGrant) {
@@ -96,21 +83,16 @@ export class GrantService {
   }
 
   /**
-   * Deletes a grant within the actor's reach (others answer not_found, like unknown ones); the
-   * revoked listeners run in the same transaction.
+   * Deletes a grant within the actor's reach (others answer not_found, like unknown ones). Whoever
+   * loses a mailbox by it loses, in the same transaction, everything it holds (SPEC 8a).
    */
   async revoke(actor: Caller, grantId: string): Promise<void> {
     const grant = await this.grants.findById(grantId);
     if (!grant || !actor.reaches(grant.mailboxes)) throw notFound('grant', grantId);
-    await this.dataSource.transaction(async (manager) => {
-      const deleted = await this.grants.delete(manager, grantId);
-      if (!deleted) return;
-      for (const listener of this.revokedListeners) await listener(manager, deleted);
-    });
-  }
-
-  /** Registers work to do, atomically, whenever a grant is deleted. */
-  onGrantRevoked(listener: GrantRevokedListener): void {
-    this.revokedListeners.push(listener);
+    await this.dataSource.transaction((manager) =>
+      this.principals.changeAccess(manager, { grantPrincipal: grant.principal }, async () => {
+        await this.grants.delete(manager, grantId);
+      }),
+    );
   }
 }

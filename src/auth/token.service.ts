@@ -8,7 +8,7 @@ import { MailboxService } from '../mail/mailbox.service';
 import { Caller } from './caller';
 import { assignableMailboxes } from './mailbox-assignment';
 import { CredentialRevocationHooks, hasLapsed } from './credential-revocation';
-import { isScope, Scope } from './scopes';
+import { isScope, scopeSet } from './scopes';
 import { generateSecret, hashSecret, SECRET_SHAPE } from './token-secret';
 import { TokenRepository } from './token.repository';
 import { createdTokenView, tokenView } from './token.views';
@@ -93,6 +93,6 @@ export class TokenService {
     if (!SECRET_SHAPE.test(secret)) return null;
     const token = await this.tokens.findByHash(hashSecret(secret));
     if (!token || hasLapsed(token)) return null;
-    return new Caller(token.id, new Set<Scope>(token.scopes.filter(isScope)), token.mailboxes, token.expiresAt);
+    return new Caller(token.id, scopeSet(token.scopes), token.mailboxes, { expiresAt: token.expiresAt });
   }
 }

@@ -1,5 +1,6 @@
 import { ApprovalRequestEntity } from '../approvals/approval-request.entity';
 import { GrantEntity } from '../auth/grant.entity';
+import { PrincipalEntity } from '../auth/principal.entity';
 import { TokenEntity } from '../auth/token.entity';
 import { EventEntity } from '../events/event.entity';
 import { MailboxEntity } from '../mail/mailbox.entity';
@@ -23,4 +24,5 @@ export const ENTITIES = [
   TaskEntity,
   OutboundDeliveryEntity,
   GrantEntity,
+  PrincipalEntity,
 ];

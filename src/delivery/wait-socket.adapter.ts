@@ -5,12 +5,12 @@ import { Duplex } from 'node:stream';
 import { WebSocketServer } from 'ws';
 import { AppConfig } from '../config/app-config';
 import { DrainState } from '../lifecycle/drain-state';
-import { PersistedWaitEntity } from '../waits/persisted-wait.entity';
+import { ConsumedTicket } from '../waits/persisted-wait.repository';
 import { TicketService } from '../waits/ticket.service';
 
-/** The upgrade request after its ticket was consumed: the wait the socket delivers. */
+/** The upgrade request after its ticket was consumed: the wait the socket delivers, and for whom. */
 export interface TicketedRequest extends IncomingMessage {
-  wait?: PersistedWaitEntity;
+  ticket?: ConsumedTicket;
 }
 
 type VerifyCallback = (verified: boolean, code?: number, message?: string, headers?: Record<string, string>) => void;
@@ -66,7 +66,7 @@ export class WaitSocketAdapter extends WsAdapter {
           message: MESSAGES[outcome],
         });
       }
-      req.wait = outcome;
+      req.ticket = outcome;
       done(true);
     } catch (err) {
       this.log.error(err instanceof Error ? err : String(err));

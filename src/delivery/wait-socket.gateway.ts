@@ -42,8 +42,7 @@ export class WaitSocketGateway implements OnGatewayConnection<WebSocket> {
   }
 
   async handleConnection(socket: WebSocket, req: TicketedRequest): Promise<void> {
-    const wait = req.wait!;
-    const token = wait.token!;
+    const { wait, credential } = req.ticket!;
     this.open.add(socket);
     const abort = new AbortController();
     const ping = setInterval(() => socket.ping(), this.config.keepaliveMs);
@@ -56,7 +55,7 @@ export class WaitSocketGateway implements OnGatewayConnection<WebSocket> {
     try {
       const pending = await this.waits.pendingResult(wait);
       const result = await this.engine.awaitResult(wait, {
-        credential: { tokenId: token.id, expiresAt: token.expiresAt },
+        credential,
         delivery: 'websocket',
         timeoutMs: Math.max(0, wait.expiresAt.getTime() - Date.now()) + RESULT_GRACE_MS,
         signal: abort.signal,

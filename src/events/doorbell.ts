@@ -11,8 +11,11 @@ export type Doorbell = (
   | { kind: 'request'; mailboxId: string; requestId: string }
   /** A persisted wait was created (every replica watches it) or resolved (its result is fixed). */
   | { kind: 'wait_created' | 'wait_resolved'; waitId: string }
-  /** A credential lost its access (revoked, expired): everything it holds open must end, everywhere. */
-  | { kind: 'credential_revoked'; tokenId: string }
+  /**
+   * A credential lost its access (revoked, expired, or a principal's mailbox removed): everything it
+   * holds open must end, everywhere.
+   */
+  | { kind: 'credential_revoked'; tokenId: string; reason?: 'access_removed' }
   /**
    * A client cancelled an in-flight request (`notifications/cancelled`), which may be parked on
    * any replica. `requestKey` identifies the JSON-RPC request id without spaces (see requestKey()).
@@ -37,7 +40,7 @@ export function encodeDoorbell(bell: Doorbell): string {
     case 'wait_resolved':
       return `w ${bell.waitId}`;
     case 'credential_revoked':
-      return `t ${bell.tokenId}`;
+      return bell.reason ? `t ${bell.tokenId} ${bell.reason}` : `t ${bell.tokenId}`;
     case 'call_cancelled':
       return `c ${bell.tokenId} ${bell.requestKey}`;
     case 'outbox':
@@ -56,7 +59,11 @@ export function decodeDoorbell(payload: string): Doorbell | undefined {
   if (!id) return undefined;
   if (kind === 'm') return { kind: 'message', mailboxId: id, at };
   if (kind === 'r' && second) return { kind: 'request', mailboxId: id, requestId: second, at };
-  if (kind === 't') return { kind: 'credential_revoked', tokenId: id, at };
+  if (kind === 't') {
+    return second === 'access_removed'
+      ? { kind: 'credential_revoked', tokenId: id, reason: second, at }
+      : { kind: 'credential_revoked', tokenId: id, at };
+  }
   if (kind === 'c' && second) return { kind: 'call_cancelled', tokenId: id, requestKey: second, at };
   if (kind === 'n') return { kind: 'wait_created', waitId: id, at };
   if (kind === 'w') return { kind: 'wait_resolved', waitId: id, at };

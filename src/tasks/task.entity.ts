@@ -1,5 +1,4 @@
-import { Check, Column, Entity, Index, JoinColumn, ManyToOne, OneToOne, PrimaryColumn } from 'typeorm';
-import { TokenEntity } from '../auth/token.entity';
+import { Check, Column, Entity, Index, JoinColumn, OneToOne, PrimaryColumn } from 'typeorm';
 import { bigintAsNumber } from '../database/column-transformers';
 import { PersistedWaitEntity } from '../waits/persisted-wait.entity';
 
@@ -20,11 +19,6 @@ export class TaskEntity {
 
   @Column({ name: 'token_id', type: 'text' })
   tokenId: string;
-
-  /** No foreign key: an OAuth principal's `prn_…` has no token row (migration 1765200000001). */
-  @ManyToOne(() => TokenEntity, { createForeignKeyConstraints: false })
-  @JoinColumn({ name: 'token_id' })
-  token?: TokenEntity;
 
   /** The wait doing the work; null for a task that failed at creation (or after the wait was purged). */
   @Column({ name: 'wait_id', type: 'text', nullable: true, unique: true })

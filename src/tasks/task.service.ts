@@ -25,6 +25,7 @@ export interface TaskView {
 const ACCESS_ENDED_MESSAGES: Record<AccessEndReason, string> = {
   token_revoked: 'The task was cancelled: its token was revoked.',
   token_expired: 'The task was cancelled: its token expired.',
+  access_removed: 'The task was cancelled: access to a mailbox was removed (a grant was deleted).',
 };
 
 /** A task's extra life after its wait's deadline, by default: time to fetch the result. */

@@ -1,5 +1,4 @@
-import { Check, Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryColumn } from 'typeorm';
-import { TokenEntity } from '../auth/token.entity';
+import { Check, Column, CreateDateColumn, Entity, Index, PrimaryColumn } from 'typeorm';
 import { RequestState } from '../approvals/approval-request.entity';
 import { DeliveryStatus } from '../outbox/outbound-delivery.entity';
 import { AccessEnded, WaitResult } from './wait-spec';
@@ -31,11 +30,6 @@ export class PersistedWaitEntity {
   /** The credential that created the wait (a token id, or an OAuth principal's `prn_…`); no other sees it. */
   @Column({ name: 'token_id', type: 'text' })
   tokenId: string;
-
-  /** No foreign key: an OAuth principal's `prn_…` has no token row (migration 1765200000001). */
-  @ManyToOne(() => TokenEntity, { createForeignKeyConstraints: false })
-  @JoinColumn({ name: 'token_id' })
-  token?: TokenEntity;
 
   @Column({ type: 'text' })
   kind: 'message' | 'request';

@@ -1,13 +1,22 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager, In, LessThan } from 'typeorm';
-import { AccessEndReason, hasLapsed, LAPSE_REASON_SQL, TOKEN_LAPSED_SQL } from '../auth/credential-revocation';
-import { TokenEntity } from '../auth/token.entity';
+import { Credential } from '../auth/caller';
+import { AccessEndReason, LAPSE_REASON_SQL, TOKEN_LAPSED_SQL } from '../auth/credential-revocation';
 import { EventLog } from '../events/event-log';
 import { PersistedWaitEntity } from './persisted-wait.entity';
 import { AccessEnded, WaitResult } from './wait-spec';
 
 export type TicketRefusal = 'ticket_invalid' | 'ticket_consumed' | 'ticket_expired';
+
+/** A websocket ticket that was just used: the wait, and the credential the socket acts for. */
+export interface ConsumedTicket {
+  wait: PersistedWaitEntity;
+  credential: Credential;
+}
+
+/** On a `waits` row `w`: not ended because its credential lost its access (see AccessEnded). */
+const NOT_ENDED_BY_ACCESS_SQL = `(w.result IS NULL OR NOT w.result ? 'error')`;
 
 /**
  * Runs in the transaction that fixes a wait's result, for whoever keeps something that depends on
@@ -116,41 +125,46 @@ export class PersistedWaitRepository {
     return this.dataSource.getRepository(PersistedWaitEntity).findOneBy({ id, tokenId });
   }
 
-  /**
-   * Pending waits (all, or the listed ones) with the token they act for; never those of a revoked
-   * or expired token, which nobody may watch any more.
-   */
-  async pending(ids?: readonly string[]): Promise<Array<{ wait: PersistedWaitEntity; token: TokenEntity }>> {
+  /** Pending waits: all, or the listed ones. */
+  pending(ids?: readonly string[]): Promise<PersistedWaitEntity[]> {
     const query = this.dataSource
       .getRepository(PersistedWaitEntity)
       .createQueryBuilder('w')
-      .innerJoinAndSelect('w.token', 't')
-      .where(`w.status = 'pending'`)
-      .andWhere(`NOT ${TOKEN_LAPSED_SQL}`);
+      .where(`w.status = 'pending'`);
     if (ids) query.andWhere('w.id = ANY(:ids)', { ids });
-    const rows = await query.getMany();
-    return rows.map((wait) => ({ wait, token: wait.token! }));
+    return query.getMany();
   }
 
   /**
    * Consumes a websocket ticket: one conditional UPDATE, so exactly one of any number of racing
-   * connections (on any replica) wins; PostgreSQL's row lock decides. The ticket of a revoked or
-   * expired token is invalid, and stays unused. The wait comes with its token.
+   * connections (on any replica) wins; PostgreSQL's row lock decides. The ticket is invalid, and
+   * stays unused, when its credential lost its access: a revoked or expired token (read from the
+   * `credentials` view of the auth module), or a wait already ended for that reason (a principal
+   * that lost a mailbox). The wait comes with the credential the socket acts for.
    */
-  async consumeTicket(ticketHash: string): Promise<PersistedWaitEntity | TicketRefusal> {
-    const [rows] = await this.dataSource.query<[Array<{ id: string }>, number]>(
+  async consumeTicket(ticketHash: string): Promise<ConsumedTicket | TicketRefusal> {
+    const authenticatedAt = Date.now();
+    const [rows] = await this.dataSource.query<[Array<{ id: string; expires_at: Date | null }>, number]>(
       `UPDATE waits w SET ticket_consumed_at = now()
-         FROM tokens t
+         FROM credentials t
         WHERE w.ticket_hash = $1 AND w.ticket_consumed_at IS NULL AND w.connect_deadline > now()
-          AND t.id = w.token_id AND NOT ${TOKEN_LAPSED_SQL}
-        RETURNING w.id`,
+          AND ${NOT_ENDED_BY_ACCESS_SQL} AND t.id = w.token_id AND NOT ${TOKEN_LAPSED_SQL}
+        RETURNING w.id, t.expires_at`,
       [ticketHash],
     );
     const repository = this.dataSource.getRepository(PersistedWaitEntity);
-    if (rows.length === 1) return repository.findOneOrFail({ where: { id: rows[0].id }, relations: { token: true } });
-    const wait = await repository.findOne({ where: { ticketHash }, relations: { token: true } });
-    if (!wait || hasLapsed(wait.token!)) return 'ticket_invalid';
-    return wait.ticketConsumedAt ? 'ticket_consumed' : 'ticket_expired';
+    if (rows.length === 1) {
+      const wait = await repository.findOneByOrFail({ id: rows[0].id });
+      return { wait, credential: { tokenId: wait.tokenId, expiresAt: rows[0].expires_at, authenticatedAt } };
+    }
+    const [wait] = await this.dataSource.query<Array<{ consumed: boolean; usable: boolean }>>(
+      `SELECT w.ticket_consumed_at IS NOT NULL AS consumed,
+              ${NOT_ENDED_BY_ACCESS_SQL} AND EXISTS (SELECT 1 FROM credentials t WHERE t.id = w.token_id AND NOT ${TOKEN_LAPSED_SQL}) AS usable
+         FROM waits w WHERE w.ticket_hash = $1`,
+      [ticketHash],
+    );
+    if (!wait?.usable) return 'ticket_invalid';
+    return wait.consumed ? 'ticket_consumed' : 'ticket_expired';
   }
 
   /**

@@ -1,8 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import { randomBase62 } from '../common/ids';
-import { PersistedWaitEntity } from './persisted-wait.entity';
-import { PersistedWaitRepository, TicketRefusal } from './persisted-wait.repository';
+import { ConsumedTicket, PersistedWaitRepository, TicketRefusal } from './persisted-wait.repository';
 
 const TICKET_SHAPE = /^wst_[0-9A-Za-z]{43}$/;
 
@@ -19,7 +18,7 @@ export class TicketService {
     return { ticket, hash: hashTicket(ticket) };
   }
 
-  consume(ticket: string): Promise<PersistedWaitEntity | TicketRefusal> {
+  consume(ticket: string): Promise<ConsumedTicket | TicketRefusal> {
     if (!TICKET_SHAPE.test(ticket)) return Promise.resolve('ticket_invalid');
     return this.waits.consumeTicket(hashTicket(ticket));
   }

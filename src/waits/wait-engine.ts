@@ -8,8 +8,7 @@ import { Metrics } from '../metrics/metrics';
 import { MessageCursor } from '../mail/message-cursor';
 import { Caller, Credential } from '../auth/caller';
 import { AccessEndReason } from '../auth/credential-revocation';
-import { isScope, Scope } from '../auth/scopes';
-import { TokenEntity } from '../auth/token.entity';
+import { CredentialRepository } from '../auth/credential.repository';
 import { PersistedWaitEntity } from './persisted-wait.entity';
 import { PersistedWaitRepository } from './persisted-wait.repository';
 import { MailboxHead, WaitRepository } from './wait.repository';
@@ -69,14 +68,18 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
   private readonly cursorKeys = new Map<string, number>();
   /** Per-key single-flight: a doorbell during a running check marks it to run once more. */
   private readonly checks = new Map<string, { again: boolean; at: number | undefined }>();
-  /** Tokens revoked lately (token id → when the doorbell rang), see REMEMBER_REVOKED_MS. */
-  private readonly revoked = new Map<string, number>();
+  /**
+   * Credentials that lost their access lately (binding id → when the doorbell rang, and why when it
+   * said so), see REMEMBER_REVOKED_MS.
+   */
+  private readonly revoked = new Map<string, { at: number; reason: AccessEndReason | undefined }>();
   private safetyTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly registry: WaiterRegistry,
     private readonly repository: WaitRepository,
     private readonly persisted: PersistedWaitRepository,
+    private readonly credentials: CredentialRepository,
     private readonly config: AppConfig,
     private readonly drain: DrainState,
     private readonly metrics: Metrics,
@@ -175,8 +178,12 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
   private async watchPending(ids?: readonly string[]): Promise<void> {
     if (this.drain.isDraining) return;
     const watched = this.registry.watchedPersisted();
-    for (const { wait, token } of await this.persisted.pending(ids)) {
-      if (!watched.has(wait.id)) await this.watch(wait, token);
+    const waits = (await this.persisted.pending(ids)).filter((wait) => !watched.has(wait.id));
+    // Waits of a credential without access (a revoked or expired token) are not watched any more.
+    const callers = await this.credentials.usable(waits.map((wait) => wait.tokenId));
+    for (const wait of waits) {
+      const caller = callers.get(wait.tokenId);
+      if (caller) await this.watch(wait, caller);
     }
   }
 
@@ -185,9 +192,8 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
    * timeout at `expires_at`) is written to the database instead of answering a request. A shutdown
    * only drops the watch: the wait stays pending for the other replicas.
    */
-  private async watch(wait: PersistedWaitEntity, token: TokenEntity): Promise<void> {
+  private async watch(wait: PersistedWaitEntity, caller: Caller): Promise<void> {
     if (this.registry.persistedWatch(wait.id)) return;
-    const caller = new Caller(token.id, new Set<Scope>(token.scopes.filter(isScope)), token.mailboxes, token.expiresAt);
     const remainingMs = Math.max(0, wait.expiresAt.getTime() - Date.now());
     const spec = fromStoredSpec(wait.spec, caller, remainingMs);
     let waiter: MessageWaiter | RequestWaiter;
@@ -208,7 +214,7 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
     await this.check(waiter).catch((err) => this.failed(err));
     if (waiter.settled || this.registry.persistedWatch(wait.id) !== waiter) return;
     // A token that expires first ends the watch then; the lapsed-credential sweep ends the wait.
-    const expiresInMs = msUntil(token.expiresAt);
+    const expiresInMs = msUntil(caller.expiresAt);
     waiter.timer =
       expiresInMs < remainingMs
         ? setTimeout(() => this.drop(waiter), expiresInMs)
@@ -238,7 +244,7 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
   onDoorbell(bell: Doorbell): void {
     switch (bell.kind) {
       case 'credential_revoked':
-        return this.endAccess(bell.tokenId, undefined);
+        return this.endAccess(bell.tokenId, bell.reason);
       case 'message':
         return this.ringMailbox(bell.mailboxId, bell.at);
       case 'request':
@@ -255,25 +261,31 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
   }
 
   /**
-   * A token lost its access: every wait of it in this process ends now (a client waiting gets the
-   * `unauthorized` error), and the watches of its persisted waits are dropped (the revocation
-   * ended those in the database). Rare enough to look at every waiter.
+   * A credential lost its access: every wait of it in this process ends now (a client waiting gets
+   * the `unauthorized` error), and the watches of its persisted waits are dropped (the revocation
+   * ended those in the database). Rare enough to look at every waiter. Work authenticated later
+   * keeps going: an OAuth principal that lost one mailbox may still reach others.
    */
   private endAccess(tokenId: string, reason: AccessEndReason | undefined): void {
     const now = Date.now();
-    this.revoked.set(tokenId, now);
-    for (const [id, at] of this.revoked) if (at < now - REMEMBER_REVOKED_MS) this.revoked.delete(id);
+    this.revoked.set(tokenId, { at: now, reason });
+    for (const [id, { at }] of this.revoked) if (at < now - REMEMBER_REVOKED_MS) this.revoked.delete(id);
     for (const waiter of this.registry.all()) {
-      if (waiter.credential.tokenId !== tokenId) continue;
+      if (waiter.credential.tokenId !== tokenId || waiter.credential.authenticatedAt > now) continue;
       if (waiter.persistedId && !(waiter instanceof ResultWaiter)) this.drop(waiter);
       else waiter.endAccess(reason ?? lapseReason(waiter.credential));
     }
   }
 
-  /** Why this credential has no access any more, if it has none (known without a query). */
+  /**
+   * Why this credential has no access any more, if it has none (known without a query): it expired,
+   * or a revocation rang after its access was read.
+   */
   private lapsed(credential: Credential): AccessEndReason | undefined {
     if (msUntil(credential.expiresAt) <= 0) return 'token_expired';
-    return this.revoked.has(credential.tokenId) ? 'token_revoked' : undefined;
+    const revocation = this.revoked.get(credential.tokenId);
+    if (!revocation || credential.authenticatedAt > revocation.at) return undefined;
+    return revocation.reason ?? 'token_revoked';
   }
 
   private async messageWaiter(spec: MessageWaitSpec): Promise<MessageWaiter> {

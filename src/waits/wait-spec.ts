@@ -69,15 +69,15 @@ export function isAccessEnded(result: WaitResult | AccessEnded): result is Acces
   return 'error' in result;
 }
 
+const ACCESS_ENDED_MESSAGES: Record<AccessEndReason, string> = {
+  token_expired: 'The token expired while waiting; the wait ended. Wait again with a valid token.',
+  token_revoked: 'The token was revoked while waiting; the wait ended.',
+  access_removed: 'Access to a mailbox was removed while waiting (a grant was deleted); the wait ended.',
+};
+
 /** The tool error (and websocket error frame) of a wait whose token lost its access (SPEC 8a). */
 export function accessEndedError(reason: AccessEndReason): AlcartaError {
-  return new AlcartaError(
-    'unauthorized',
-    reason,
-    reason === 'token_expired'
-      ? 'The token expired while waiting; the wait ended. Wait again with a valid token.'
-      : 'The token was revoked while waiting; the wait ended.',
-  );
+  return new AlcartaError('unauthorized', reason, ACCESS_ENDED_MESSAGES[reason]);
 }
 
 /** How a wait is delivered: a blocking call, an open websocket, or watched in the background. */

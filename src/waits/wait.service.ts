@@ -170,15 +170,6 @@ export class WaitService {
     ticketHash: string | undefined,
     alongside?: (manager: EntityManager, wait: Omit<PersistedWaitEntity, 'createdAt'>) => Promise<void>,
   ): Promise<PersistedWaitEntity> {
-    // The watchers of stored waits re-derive the caller from its token row, which an OAuth principal
-    // does not have yet (issue 11 in progress): refuse plainly rather than store a wait nobody resolves.
-    if (caller.principal) {
-      throw invalidRequest(
-        'not_supported_for_oauth',
-        'Websocket delivery, wait_id and tasks are not yet available with OAuth access tokens; use delivery "poll" without a task.',
-        { argument: 'delivery' },
-      );
-    }
     if (spec.kind === 'request') await this.assertRequestsVisible(spec);
     const start = spec.kind === 'message' ? await this.engine.startCursor(spec) : undefined;
     const now = Date.now();

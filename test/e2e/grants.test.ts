@@ -1,7 +1,5 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { OPERATOR } from '#app/auth/caller.js';
-import { GrantEntity } from '#app/auth/grant.entity.js';
 import { GrantService } from '#app/auth/grant.service.js';
 import { RestClient } from '../support/rest';
 import { createMailbox, createToken, startTestServer, TestServer } from '../support/test-server';
@@ -220,34 +218,5 @@ describe('grants of mailboxes to OAuth principals', () => {
       await grants.mailboxesFor({ subject: 'bob', clientId: null, groups: [...manyGroups, 'support'] }),
       [...sorted([boxA, boxB, boxC])],
     );
-  });
-
-  it('runs the grant-revoked listeners inside the deleting transaction', async () => {
-    const seen: Array<{ grant: GrantEntity; stillThere: number }> = [];
-    let failNext = false;
-    grants.onGrantRevoked(async (manager, deleted) => {
-      const rows = await manager.query<Array<{ n: string }>>('SELECT count(*) AS n FROM grants WHERE id = $1', [
-        deleted.id,
-      ]);
-      seen.push({ grant: deleted, stillThere: Number(rows[0].n) });
-      if (failNext) throw new Error('listener failed');
-    });
-
-    const id = await grant(bound, 'sub:listened', [boxA]);
-    assert.equal((await bound.delete(`/v1/grants/${id}`)).status, 204);
-    assert.equal(seen.length, 1);
-    assert.equal(seen[0].grant.id, id);
-    assert.equal(seen[0].grant.principal, 'sub:listened');
-    assert.deepEqual(seen[0].grant.mailboxes, [boxA]);
-    assert.equal(seen[0].stillThere, 0, 'the listener sees the grant already deleted');
-
-    // A failing listener undoes the deletion: revocation work and deletion commit together.
-    const kept = await grant(bound, 'sub:kept', [boxA]);
-    failNext = true;
-    await assert.rejects(grants.revoke(OPERATOR, kept), /listener failed/);
-    failNext = false;
-    assert.ok((await grantIds(server.admin)).includes(kept));
-    await grants.revoke(OPERATOR, kept);
-    assert.ok(!(await grantIds(server.admin)).includes(kept));
   });
 });

@@ -87,21 +87,6 @@ describe('OAuth JWT access tokens (SPEC 10)', () => {
     }
   });
 
-  it('refuses stored waits (websocket, any) plainly until they can be bound to a principal', async () => {
-    const client = await connectMcp(server.url, await token(key1));
-    try {
-      for (const delivery of ['websocket', 'any']) {
-        const error = await callError(client, 'email_await', { event: { type: 'message_received' }, delivery });
-        assert.equal(error.error, 'invalid_request');
-        assert.equal(error.reason, 'not_supported_for_oauth');
-      }
-      const poll = await callOk(client, 'email_await', { event: { type: 'message_received' }, timeout_seconds: 0 });
-      assert.equal(poll.timed_out, true, 'a blocking poll wait works');
-    } finally {
-      await client.close();
-    }
-  });
-
   it('maps scp arrays too, and never grants admin without ALCARTA_OAUTH_ALLOW_ADMIN', async () => {
     const jwt = await token(key1, { scope: undefined, scp: ['mail:send', 'admin', 'openid'] });
     assert.deepEqual((await toolNames(jwt)).names, ['list_mailboxes', 'send_email']);

@@ -1,7 +1,9 @@
 import { Injectable } from '@nestjs/common';
+import { hasUnstorableText } from '../../common/text-safety';
 import { AppConfig } from '../../config/app-config';
 import { Caller } from '../caller';
 import { GrantService } from '../grant.service';
+import { PrincipalService } from '../principal.service';
 import { AccessTokenVerifier } from './access-token-verifier';
 import { claimValues, mapScopes, principalId } from './principal-claims';
 
@@ -16,6 +18,7 @@ export class OAuthAuthenticator {
   constructor(
     private readonly config: AppConfig,
     private readonly grants: GrantService,
+    private readonly principals: PrincipalService,
   ) {
     this.verifier = config.oauth ? new AccessTokenVerifier(config.oauth) : undefined;
   }
@@ -29,23 +32,36 @@ export class OAuthAuthenticator {
     const oauth = this.config.oauth;
     if (!this.verifier || !oauth) return null;
     const verified = await this.verifier.verify(token);
-    if (!verified) return null;
+    // A principal is kept in the database by its subject: one that cannot be stored cannot sign in.
+    if (!verified || hasUnstorableText(verified.payload.sub)) return null;
     const claims = verified.payload;
-    const clientId = stringClaim(claims.azp) ?? stringClaim(claims.client_id);
-    const mailboxes = await this.grants.mailboxesFor({
-      subject: claims.sub,
-      clientId,
-      groups: claimValues(claims[oauth.groupsClaim]),
-    });
-    return new Caller(principalId(oauth.issuer, claims.sub), mapScopes(claims, oauth), mailboxes, verified.expiresAt, {
+    const id = principalId(oauth.issuer, claims.sub);
+    const clientId = storableClaim(claims.azp) ?? storableClaim(claims.client_id);
+    const groups = claimValues(claims[oauth.groupsClaim]).filter((g) => !hasUnstorableText(g));
+    const scopes = mapScopes(claims, oauth);
+    const email = storableClaim(claims.email);
+    // Before the grants are read: a grant deleted after this point must find the principal, and
+    // end what this request parks (see Credential.authenticatedAt).
+    const authenticatedAt = Date.now();
+    await this.principals.record({
+      id,
       issuer: oauth.issuer,
       subject: claims.sub,
       clientId,
-      email: stringClaim(claims.email),
+      groups,
+      scopes: [...scopes],
+      email,
+      issuedAt: new Date(typeof claims.iat === 'number' ? claims.iat * 1000 : authenticatedAt),
+    });
+    const mailboxes = await this.grants.mailboxesFor({ subject: claims.sub, clientId, groups });
+    return new Caller(id, scopes, mailboxes, {
+      expiresAt: verified.expiresAt,
+      principal: { issuer: oauth.issuer, subject: claims.sub, clientId, email },
+      authenticatedAt,
     });
   }
 }
 
-function stringClaim(value: unknown): string | null {
-  return typeof value === 'string' && value.length > 0 ? value : null;
+function storableClaim(value: unknown): string | null {
+  return typeof value === 'string' && value.length > 0 && !hasUnstorableText(value) ? value : null;
 }
