@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { SignJWT } from 'jose';
 import { FakeAuthorizationServer, SigningKey, signingKey } from '../support/fake-authorization-server';
-import { callError, callOk, connectMcp, rawMcp } from '../support/mcp';
+import { callOk, connectMcp, rawMcp } from '../support/mcp';
 import { startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
 
