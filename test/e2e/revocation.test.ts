@@ -9,41 +9,14 @@ import { activeWaits } from '../support/metrics';
 import { Replica, ReplicaSet } from '../support/replicas';
 import { rejectsWith, startTask, taskResult } from '../support/tasks';
 import { createMailbox, createToken, ingest, randomSecret, startTestServer, TestServer } from '../support/test-server';
+import { AT_ONCE_MS, assertEndedAtOnce, assertSocketEnded, toolError } from '../support/access-ended';
 import { waitFor } from '../support/wait-for';
-import { openOk, openRefused, OpenedSocket, socketUrlOn } from '../support/wait-socket';
+import { openOk, openRefused, socketUrlOn } from '../support/wait-socket';
 
-/** SPEC 8a: what is left running for a token ends within this long of its revocation. */
-const AT_ONCE_MS = 1_000;
 /** The safety re-check period of the servers here (ALCARTA_WAIT_RECHECK_SECONDS); expiry ends within it. */
 const RECHECK_SECONDS = 1;
 
 type Agent = { id: string; secret: string; client: Client };
-
-/** The tool error a wait ended with: `isError` and `{error, reason, message}` mirrored as text. */
-function toolError(result: CallToolResult): { error: string; reason: string; message: string } {
-  assert.equal(result.isError, true, `expected a tool error, got ${JSON.stringify(result.structuredContent)}`);
-  assert.deepEqual(JSON.parse((result.content[0] as { text: string }).text), result.structuredContent);
-  return result.structuredContent as { error: string; reason: string; message: string };
-}
-
-/** A parked call that the revocation at `revokedAt` ended with the unauthorized tool error, at once. */
-async function assertRevokedAtOnce(pending: Promise<CallToolResult>, revokedAt: number): Promise<void> {
-  const body = toolError(await pending);
-  const elapsed = Date.now() - revokedAt;
-  assert.deepEqual({ error: body.error, reason: body.reason }, { error: 'unauthorized', reason: 'token_revoked' });
-  assert.ok(elapsed <= AT_ONCE_MS, `ended ${elapsed} ms after the revocation`);
-}
-
-/** A socket ended by its token: ready, then the error frame (and nothing else), then close 1008. */
-async function assertSocketEnded(socket: OpenedSocket, waitId: string, reason: string): Promise<void> {
-  const { code } = await socket.closed;
-  assert.equal(code, 1008, 'policy violation');
-  assert.equal(socket.frames.length, 2, `ready and the error only: ${JSON.stringify(socket.frames)}`);
-  assert.deepEqual(socket.frames[0], { type: 'ready', wait_id: waitId });
-  const { message, ...frame } = socket.frames[1];
-  assert.deepEqual(frame, { type: 'error', error: 'unauthorized', reason });
-  assert.equal(typeof message, 'string');
-}
 
 /**
  * SPEC 8a "Revocation and expiry end access at once, everywhere", through the official SDK client
@@ -135,7 +108,7 @@ describe('revocation and expiry end what a token holds', () => {
     }) as Promise<CallToolResult>;
     await parked('poll', 1);
     const revokedAt = await revoke(agent.id);
-    await assertRevokedAtOnce(pending, revokedAt);
+    await assertEndedAtOnce(pending, revokedAt, 'token_revoked');
     await parked('poll', 0);
   });
 
@@ -171,7 +144,7 @@ describe('revocation and expiry end what a token holds', () => {
     }) as Promise<CallToolResult>;
     await parked('poll', 1);
     const revokedAt = await revoke(agent.id);
-    await assertRevokedAtOnce(pending, revokedAt);
+    await assertEndedAtOnce(pending, revokedAt, 'token_revoked');
   });
 
   it('an unused websocket URL becomes 401 ticket_invalid and stays unused; later mail is delivered to nobody', async () => {
