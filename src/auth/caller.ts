@@ -45,7 +45,8 @@ export class Caller implements Credential {
     this.mailboxAccess = mailboxes.includes('*') ? { all: true } : { all: false, ids: mailboxes };
     this.expiresAt = options.expiresAt ?? null;
     this.principal = options.principal ?? null;
-    this.authenticatedAt = options.authenticatedAt ?? Date.now();
+    // Unknown: every revocation this process remembers applies.
+    this.authenticatedAt = options.authenticatedAt ?? 0;
   }
 
   /** Who decisions record as `decided_by`: the principal's email, else its subject; else the token id. */

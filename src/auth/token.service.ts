@@ -91,8 +91,13 @@ export class TokenService {
   /** The caller behind a bearer secret, or null when the secret is unknown, revoked or expired. */
   async authenticate(secret: string): Promise<Caller | null> {
     if (!SECRET_SHAPE.test(secret)) return null;
+    // Before the read: a revocation committed after it still ends what this request parks.
+    const authenticatedAt = Date.now();
     const token = await this.tokens.findByHash(hashSecret(secret));
     if (!token || hasLapsed(token)) return null;
-    return new Caller(token.id, scopeSet(token.scopes), token.mailboxes, { expiresAt: token.expiresAt });
+    return new Caller(token.id, scopeSet(token.scopes), token.mailboxes, {
+      expiresAt: token.expiresAt,
+      authenticatedAt,
+    });
   }
 }
