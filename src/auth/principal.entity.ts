@@ -1,4 +1,4 @@
-import { Column, CreateDateColumn, Entity, PrimaryColumn, UpdateDateColumn } from 'typeorm';
+import { Column, CreateDateColumn, Entity, Index, PrimaryColumn, UpdateDateColumn } from 'typeorm';
 
 /**
  * An OAuth principal (`iss` + `sub`) that has signed in, with the claims of its newest access token
@@ -6,6 +6,10 @@ import { Column, CreateDateColumn, Entity, PrimaryColumn, UpdateDateColumn } fro
  * replica act for the principal's stored waits, tickets and tasks without a token (SPEC 10).
  */
 @Entity({ name: 'principals' })
+/** What a grant's principal is matched by when it is deleted (partial and GIN: owned by the migration). */
+@Index('principals_subject', ['subject'])
+@Index('principals_client', { synchronize: false })
+@Index('principals_groups', { synchronize: false })
 export class PrincipalEntity {
   /** The binding id, `prn_…` (see principalId()). */
   @PrimaryColumn({ type: 'text' })
@@ -20,10 +24,10 @@ export class PrincipalEntity {
   @Column({ name: 'client_id', type: 'text', nullable: true })
   clientId: string | null;
 
-  @Column({ type: 'text', array: true })
+  @Column({ type: 'text', array: true, default: () => "'{}'" })
   groups: string[];
 
-  @Column({ type: 'text', array: true })
+  @Column({ type: 'text', array: true, default: () => "'{}'" })
   scopes: string[];
 
   @Column({ type: 'text', nullable: true })
