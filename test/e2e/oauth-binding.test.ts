@@ -200,10 +200,22 @@ describe('OAuth principals: stored waits, tickets and tasks', () => {
 
     const task = await startTask(client, 'monitor_inbox', { mailbox_id: boxA, timeout_seconds: 60 });
     const blockedResult = rejectsWith(taskResult(client, task.taskId), -32602, 'tasks/result');
-    const opened = await callOk(client, 'monitor_inbox', { mailbox_id: boxA, timeout_seconds: 60, delivery: 'websocket' });
+    const opened = await callOk(client, 'monitor_inbox', {
+      mailbox_id: boxA,
+      timeout_seconds: 60,
+      delivery: 'websocket',
+    });
     const socket = await openOk(opened.websocket_url);
-    const unused = await callOk(client, 'monitor_inbox', { mailbox_id: boxA, timeout_seconds: 60, delivery: 'websocket' });
-    const polled = await callOk(client, 'monitor_inbox', { mailbox_id: boxA, timeout_seconds: 60, delivery: 'websocket' });
+    const unused = await callOk(client, 'monitor_inbox', {
+      mailbox_id: boxA,
+      timeout_seconds: 60,
+      delivery: 'websocket',
+    });
+    const polled = await callOk(client, 'monitor_inbox', {
+      mailbox_id: boxA,
+      timeout_seconds: 60,
+      delivery: 'websocket',
+    });
     const byWaitId = client.callTool({
       name: 'email_await',
       arguments: { wait_id: polled.wait_id, timeout_seconds: 60 },
