@@ -3,6 +3,13 @@ import { Scope } from './scopes';
 /** Which mailboxes a caller may see: queries are always filtered by this. */
 export type MailboxAccess = { readonly all: true } | { readonly all: false; readonly ids: readonly string[] };
 
+/** Whether going from `before` to `after` (mailbox ids, or `['*']`) takes any mailbox away. */
+export function losesMailbox(before: readonly string[], after: readonly string[]): boolean {
+  if (after.includes('*')) return false;
+  if (before.includes('*')) return true;
+  return before.some((id) => !after.includes(id));
+}
+
 /** The token something acts for, and when its access ends by itself. */
 export interface Credential {
   readonly tokenId: string;

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { EventLog } from '../events/event-log';
+import { losesMailbox } from './caller';
 import { CredentialRevocationHooks } from './credential-revocation';
 import { PrincipalClaimsRecord, PrincipalRepository, PrincipalSelector } from './principal.repository';
 
@@ -56,11 +57,4 @@ export class PrincipalService {
       await this.eventLog.ringDoorbell(manager, { kind: 'credential_revoked', tokenId: id, reason: 'access_removed' });
     }
   }
-}
-
-/** Whether going from `before` to `after` (mailbox ids, or `['*']`) takes any mailbox away. */
-export function losesMailbox(before: readonly string[], after: readonly string[]): boolean {
-  if (after.includes('*')) return false;
-  if (before.includes('*')) return true;
-  return before.some((id) => !after.includes(id));
 }

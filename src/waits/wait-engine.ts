@@ -6,7 +6,7 @@ import { DoorbellListener, DoorbellSubscriber } from '../events/doorbell-listene
 import { DrainState } from '../lifecycle/drain-state';
 import { Metrics } from '../metrics/metrics';
 import { MessageCursor } from '../mail/message-cursor';
-import { Caller, Credential } from '../auth/caller';
+import { Caller, Credential, losesMailbox } from '../auth/caller';
 import { AccessEndReason } from '../auth/credential-revocation';
 import { CredentialRepository } from '../auth/credential.repository';
 import { PersistedWaitEntity } from './persisted-wait.entity';
@@ -278,6 +278,20 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
   }
 
   /**
+   * The safety net for a lost `access_removed` doorbell: the principal's blocking waits that were
+   * authenticated with a mailbox it no longer reaches end. (Its stored waits were ended in the
+   * database by the change itself; whoever waits for their results learns it from there.)
+   */
+  private endLostAccess(principalId: string, mailboxes: readonly string[]): void {
+    for (const waiter of this.registry.all()) {
+      if (waiter.credential.tokenId !== principalId || waiter.persistedId) continue;
+      if (!(waiter instanceof MessageWaiter || waiter instanceof RequestWaiter)) continue;
+      const access = waiter.spec.caller.mailboxAccess;
+      if (losesMailbox(access.all ? ['*'] : access.ids, mailboxes)) waiter.endAccess('access_removed');
+    }
+  }
+
+  /**
    * Why this credential has no access any more, if it has none (known without a query): it expired,
    * or a revocation rang after its access was read.
    */
@@ -394,13 +408,15 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
    */
   private async safetyRecheck(): Promise<void> {
     try {
-      const { heads, states, deliveries, pendingWaits, resolvedWaits, lapsedTokens } = await this.repository.probe(
-        this.registry.watchedMailboxes(),
-        this.registry.watchedRequests(),
-        this.registry.watchedResults(),
-        this.registry.watchedTokens(),
-      );
+      const { heads, states, deliveries, pendingWaits, resolvedWaits, lapsedTokens, principalMailboxes } =
+        await this.repository.probe(
+          this.registry.watchedMailboxes(),
+          this.registry.watchedRequests(),
+          this.registry.watchedResults(),
+          this.registry.watchedTokens(),
+        );
       for (const [tokenId, reason] of lapsedTokens) this.endAccess(tokenId, reason);
+      for (const [principalId, mailboxes] of principalMailboxes) this.endLostAccess(principalId, mailboxes);
       const watched = this.registry.watchedPersisted();
       const unwatched = pendingWaits.filter((id) => !watched.has(id));
       if (unwatched.length > 0) void this.watchPending(unwatched).catch((err) => this.failed(err));

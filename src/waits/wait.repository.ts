@@ -134,7 +134,8 @@ export class WaitRepository {
    * The safety re-check of every parked wait of this process in one statement: heads of the
    * watched mailboxes, states of the watched requests and of their deliveries, the pending persisted
    * waits (which every replica watches), which of the awaited persisted results are fixed, and which
-   * of the tokens the waits act for were revoked or expired.
+   * of the tokens the waits act for were revoked or expired, and what the OAuth principals among
+   * them reach now.
    */
   async probe(
     mailboxes: MailboxAccess,
@@ -148,9 +149,15 @@ export class WaitRepository {
     pendingWaits: string[];
     resolvedWaits: string[];
     lapsedTokens: Map<string, AccessEndReason>;
+    principalMailboxes: Map<string, string[]>;
   }> {
     const rows = await this.dataSource.query<
-      Array<{ kind: 'm' | 'r' | 'd' | 'p' | 'x' | 't'; id: string; cursor_key: number | null; value: string | null }>
+      Array<{
+        kind: 'm' | 'r' | 'd' | 'p' | 'x' | 't' | 'g';
+        id: string;
+        cursor_key: number | null;
+        value: string | null;
+      }>
     >(
       `SELECT 'm' AS kind, id, cursor_key, message_seq::text AS value
          FROM mailboxes WHERE $1::boolean OR id = ANY($2::text[])
@@ -165,7 +172,10 @@ export class WaitRepository {
        UNION ALL
        SELECT 'x', id, NULL, NULL FROM waits WHERE id = ANY($4::text[]) AND status = 'resolved'
        UNION ALL
-       SELECT 't', t.id, NULL, ${LAPSE_REASON_SQL} FROM tokens t WHERE t.id = ANY($5::text[]) AND ${TOKEN_LAPSED_SQL}`,
+       SELECT 't', t.id, NULL, ${LAPSE_REASON_SQL} FROM tokens t WHERE t.id = ANY($5::text[]) AND ${TOKEN_LAPSED_SQL}
+       UNION ALL
+       SELECT 'g', c.id, NULL, array_to_string(c.mailboxes, ' ')
+         FROM credentials c WHERE c.id = ANY($5::text[]) AND c.issuer IS NOT NULL`,
       [mailboxes.all, mailboxes.all ? [] : mailboxes.ids, requestIds, resultWaitIds, tokenIds],
     );
     const heads: MailboxHead[] = [];
@@ -174,14 +184,16 @@ export class WaitRepository {
     const pendingWaits: string[] = [];
     const resolvedWaits: string[] = [];
     const lapsedTokens = new Map<string, AccessEndReason>();
+    const principalMailboxes = new Map<string, string[]>();
     for (const r of rows) {
       if (r.kind === 'm') heads.push({ mailboxId: r.id, cursorKey: r.cursor_key!, seq: Number(r.value) });
       else if (r.kind === 'r') states.set(r.id, r.value as RequestState);
       else if (r.kind === 'd') deliveries.set(r.id, r.value as DeliveryStatus);
       else if (r.kind === 'p') pendingWaits.push(r.id);
       else if (r.kind === 'x') resolvedWaits.push(r.id);
-      else lapsedTokens.set(r.id, r.value as AccessEndReason);
+      else if (r.kind === 't') lapsedTokens.set(r.id, r.value as AccessEndReason);
+      else principalMailboxes.set(r.id, r.value ? r.value.split(' ') : []);
     }
-    return { heads, states, deliveries, pendingWaits, resolvedWaits, lapsedTokens };
+    return { heads, states, deliveries, pendingWaits, resolvedWaits, lapsedTokens, principalMailboxes };
   }
 }

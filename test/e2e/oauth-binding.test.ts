@@ -262,6 +262,23 @@ describe('OAuth principals: stored waits, tickets and tasks', () => {
     assert.equal((await callError(client, 'list_messages', { mailbox_id: boxA })).error, 'not_found');
   });
 
+  it('a grant deleted without a doorbell ends the blocking wait at the next safety re-check', async () => {
+    const grantId = await grant('sub:quiet-loser', [boxA]);
+    const client = await agent({ sub: 'quiet-loser' });
+    const blocking = client.callTool({
+      name: 'monitor_inbox',
+      arguments: { mailbox_id: boxA, timeout_seconds: 60 },
+    }) as Promise<CallToolResult>;
+    await parked('poll', 1);
+    // Straight in the database: no transaction of Alcarta's, so no doorbell rings.
+    await server.db.query('DELETE FROM grants WHERE id = $1', [grantId]);
+    const deletedAt = Date.now();
+    const body = (await blocking).structuredContent as { error: string; reason: string };
+    assert.deepEqual([body.error, body.reason], ['unauthorized', 'access_removed']);
+    const elapsed = Date.now() - deletedAt;
+    assert.ok(elapsed <= RECHECK_SECONDS * 1000 + AT_ONCE_MS, `ended ${elapsed} ms after the deletion`);
+  });
+
   it('a group that leaves a newer token ends the stored waits it gave, at once; an older token cannot bring it back', async () => {
     await grant('group:rotating', [boxB]);
     const member = await agent({ sub: 'group-leaver', groups: ['rotating'], issuedAgo: 120 });
