@@ -17,8 +17,8 @@ import { exportJWK, generateKeyPair } from 'jose';
  *
  * Which Alcarta scopes a token gets is decided per client (as an IdP's API permissions are): the
  * requested scopes are cut to those of the client, so a client may ask for everything the RFC 9728
- * document lists (as the MCP SDK does) and still get only its own. The provider publishes OpenID
- * Connect discovery only (no RFC 8414 document), which also exercises that fallback.
+ * document lists (as the MCP SDK does in the authorization-code flow) and still get only its own.
+ * The provider serves both RFC 8414 and OpenID Connect discovery.
  *
  * oidc-provider is ESM only and the tests are CommonJS: it is loaded with a dynamic import.
  */
