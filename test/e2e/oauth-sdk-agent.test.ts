@@ -115,7 +115,9 @@ describe('An agent and a person sign in with the MCP SDK through a real OpenID p
       expectedIssuer: idp.issuer,
     });
     const client = new Client({ name: 'agent', version: '1.0.0' });
-    await client.connect(new StreamableHTTPClientTransport(mcpUrl(), { authProvider, fetch: recordingFetch(exchanges) }));
+    await client.connect(
+      new StreamableHTTPClientTransport(mcpUrl(), { authProvider, fetch: recordingFetch(exchanges) }),
+    );
     return { client, authProvider };
   };
 
@@ -197,7 +199,10 @@ describe('An agent and a person sign in with the MCP SDK through a real OpenID p
     const messageId = await ingest(server.admin, opsMailbox, { subject: 'For the ops team' });
     const person = new PersonSignIn();
     const exchanges: Exchange[] = [];
-    const signIn = new StreamableHTTPClientTransport(mcpUrl(), { authProvider: person, fetch: recordingFetch(exchanges) });
+    const signIn = new StreamableHTTPClientTransport(mcpUrl(), {
+      authProvider: person,
+      fetch: recordingFetch(exchanges),
+    });
     await assert.rejects(
       new Client({ name: 'mail-console', version: '1.0.0' }).connect(signIn),
       UnauthorizedError,
@@ -220,7 +225,10 @@ describe('An agent and a person sign in with the MCP SDK through a real OpenID p
     assert.equal(claims.email, 'alice@example.com');
     assert.deepEqual(claims.groups, ['ops']);
     // The SDK asked for every scope of the RFC 9728 document; the provider granted this client's.
-    assert.equal(authorizationUrl.searchParams.get('scope'), 'mail:read mail:send approvals:read approvals:decide mail:ingest');
+    assert.equal(
+      authorizationUrl.searchParams.get('scope'),
+      'mail:read mail:send approvals:read approvals:decide mail:ingest',
+    );
     assert.equal(claims.scope, PERSON_CLIENT.scope);
 
     const client = new Client({ name: 'mail-console', version: '1.0.0' });
