@@ -9,7 +9,8 @@ import { startTestServer, TestServer } from '../support/test-server';
 /**
  * SPEC 10 against a real authorization server: oidc-provider in-process on loopback (see
  * test/support/identity-provider.ts) issues client-credentials JWT access tokens for the RFC 8707
- * resource `<public URL>/mcp`, and Alcarta finds its keys through the issuer's metadata.
+ * resource `<public URL>/mcp`. It publishes only OpenID Connect discovery here (no RFC 8414
+ * document), so Alcarta must fall back to `/.well-known/openid-configuration` to find its keys.
  */
 describe('OAuth with oidc-provider (client credentials, resource indicator)', () => {
   let server: TestServer;
@@ -17,7 +18,7 @@ describe('OAuth with oidc-provider (client credentials, resource indicator)', ()
 
   before(async () => {
     const appUrl = `http://127.0.0.1:${await freePort()}`;
-    idp = await startIdentityProvider({ resource: `${appUrl}/mcp` });
+    idp = await startIdentityProvider({ resource: `${appUrl}/mcp`, openIdDiscoveryOnly: true });
     server = await startTestServer({
       env: { PORT: new URL(appUrl).port, ALCARTA_PUBLIC_URL: appUrl, ALCARTA_OAUTH_ISSUER: idp.issuer },
     });
@@ -40,5 +41,12 @@ describe('OAuth with oidc-provider (client credentials, resource indicator)', ()
     } finally {
       await client.close();
     }
+    const rfc8414 = idp.requests.indexOf('GET /.well-known/oauth-authorization-server');
+    assert.ok(rfc8414 >= 0, idp.requests.join('\n'));
+    assert.ok(
+      idp.requests.indexOf('GET /.well-known/openid-configuration', rfc8414) > rfc8414,
+      idp.requests.join('\n'),
+    );
+    assert.ok(idp.requests.includes('GET /jwks'), idp.requests.join('\n'));
   });
 });

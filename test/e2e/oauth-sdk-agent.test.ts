@@ -258,7 +258,8 @@ describe('An agent and a person sign in with the MCP SDK through a real OpenID p
       });
       assert.ok(aliceSees.messages.some((m) => m.message_id === messageId));
       assert.deepEqual((await callOk<{ mailboxes: unknown[] }>(bob, 'list_mailboxes')).mailboxes, []);
-      for (const mailbox_id of [opsMailbox, agentMailbox]) {
+      // The same answer as for a mailbox that does not exist: nothing tells bob the mailbox is there.
+      for (const mailbox_id of [opsMailbox, agentMailbox, 'mbx_does_not_exist']) {
         const refused = await callError(bob, 'list_messages', { mailbox_id });
         assert.equal(refused.error, 'not_found', mailbox_id);
         assert.equal(refused.reason, 'mailbox_not_found', mailbox_id);

@@ -18,7 +18,8 @@ import { exportJWK, generateKeyPair } from 'jose';
  * Which Alcarta scopes a token gets is decided per client (as an IdP's API permissions are): the
  * requested scopes are cut to those of the client, so a client may ask for everything the RFC 9728
  * document lists (as the MCP SDK does in the authorization-code flow) and still get only its own.
- * The provider serves both RFC 8414 and OpenID Connect discovery.
+ * The provider serves both RFC 8414 and OpenID Connect discovery; with `openIdDiscoveryOnly` the
+ * RFC 8414 document answers 404, as at providers that publish only OpenID Connect discovery.
  *
  * oidc-provider is ESM only and the tests are CommonJS: it is loaded with a dynamic import.
  */
@@ -55,7 +56,14 @@ export interface IdentityProvider {
   close(): Promise<void>;
 }
 
-export async function startIdentityProvider({ resource }: { resource: string }): Promise<IdentityProvider> {
+export async function startIdentityProvider({
+  resource,
+  openIdDiscoveryOnly = false,
+}: {
+  /** The RFC 8707 resource tokens are issued for (Alcarta's public URL + `/mcp`). */
+  resource: string;
+  openIdDiscoveryOnly?: boolean;
+}): Promise<IdentityProvider> {
   const { default: Provider, errors } = (await import('oidc-provider')) as {
     default: new (...args: unknown[]) => any;
     errors: { InvalidTarget: new () => Error };
@@ -147,7 +155,12 @@ export async function startIdentityProvider({ resource }: { resource: string }):
   const requests: string[] = [];
   const callback = provider.callback();
   http.on('request', (req: IncomingMessage, res: ServerResponse) => {
-    requests.push(`${req.method} ${new URL(req.url ?? '/', issuer).pathname}`);
+    const path = new URL(req.url ?? '/', issuer).pathname;
+    requests.push(`${req.method} ${path}`);
+    if (openIdDiscoveryOnly && path === '/.well-known/oauth-authorization-server') {
+      res.statusCode = 404;
+      return res.end();
+    }
     if (!req.url?.startsWith('/interaction/')) return callback(req, res);
     interaction(req, res).catch((err: Error) => {
       res.statusCode = 500;
