@@ -1,2 +1,2 @@
-/** oidc-provider ships no types; the tests use only its constructor and listen(). */
+/** oidc-provider ships no types; test/support/identity-provider.ts is its only user and types what it calls. */
 declare module 'oidc-provider';
