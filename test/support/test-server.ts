@@ -39,23 +39,31 @@ export async function startTestServer(
 ): Promise<TestServer> {
   const db = options.db ?? (await createTestDatabase());
   const adminToken = options.adminToken ?? randomSecret();
-  const port = options.ownPublicUrl ? await freePort() : 0;
-  const publicUrl = options.ownPublicUrl ? { ALCARTA_PUBLIC_URL: `http://127.0.0.1:${port}` } : {};
-  const running = await startServer({
-    overrides: {
-      DATABASE_URL: db.url,
-      PORT: String(port),
-      ...publicUrl,
-      ALCARTA_HOST: '127.0.0.1',
-      ALCARTA_BOOTSTRAP_TOKEN: adminToken,
-      ALCARTA_LOG_LEVEL: 'silent',
-      ALCARTA_DB_POOL_SIZE: '5',
-      // Parallel test servers must not all take port 2525: a test that wants SMTP passes '0'.
-      ALCARTA_SMTP_PORT: 'off',
-      ...options.env,
-    },
-    dnsResolver: options.dnsResolver ?? dnsZone(),
-  });
+  const start = async (port: number) =>
+    startServer({
+      overrides: {
+        DATABASE_URL: db.url,
+        PORT: String(port),
+        ...(options.ownPublicUrl && { ALCARTA_PUBLIC_URL: `http://127.0.0.1:${port}` }),
+        ALCARTA_HOST: '127.0.0.1',
+        ALCARTA_BOOTSTRAP_TOKEN: adminToken,
+        ALCARTA_LOG_LEVEL: 'silent',
+        ALCARTA_DB_POOL_SIZE: '5',
+        // Parallel test servers must not all take port 2525: a test that wants SMTP passes '0'.
+        ALCARTA_SMTP_PORT: 'off',
+        ...options.env,
+      },
+      dnsResolver: options.dnsResolver ?? dnsZone(),
+    });
+  let running: RunningServer | undefined;
+  // A port chosen in advance can be taken by another process before the server binds it: choose again.
+  for (let attempt = 1; !running; attempt++) {
+    try {
+      running = await start(options.ownPublicUrl ? await freePort() : 0);
+    } catch (err) {
+      if (attempt >= 5 || (err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
+    }
+  }
   return {
     url: running.url,
     db,
