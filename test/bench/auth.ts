@@ -1,0 +1,162 @@
+/**
+ * `npm run bench:auth`: what validating a JWT access token costs an MCP `tools/call` (issue 11).
+ *
+ *   static token   CLIENTS official SDK clients call `list_messages` in a loop with an `alc_` token
+ *   JWT            the same with an RS256 JWT of a loopback issuer whose key the server holds already
+ *   relative cost  1 − JWT rate / static rate, medians of RUNS alternating runs   [≤ 10 %]
+ *
+ * Each run: WARMUP_SECONDS of calls that are not counted, then SECONDS counted. Both credentials
+ * reach the same one mailbox (the token directly, the JWT through a grant to its subject) with the
+ * same scope, so the two sides differ only in how the caller is authenticated. The server is a real
+ * `node dist/main.js` process on DATABASE_URL's server (a fresh database on it), else on a throwaway
+ * embedded PostgreSQL. BENCH_CPU_PROF=<dir> writes the server's CPU profile (node --cpu-prof) there.
+ */
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { SignJWT } from 'jose';
+import { LocalDatabase, openEmbeddedPostgres } from '#app/database/embedded-postgres.js';
+import { createTestDatabase } from '../support/database';
+import { FakeAuthorizationServer, signingKey } from '../support/fake-authorization-server';
+import { connectMcp } from '../support/mcp';
+import { RestClient } from '../support/rest';
+import { spawnServer } from '../support/spawned-server';
+import { createMailbox, createToken, ingest, randomSecret } from '../support/test-server';
+import { BenchRow, printTable, runBenchmark } from './report';
+
+const CLIENTS = Number(process.env.BENCH_CLIENTS ?? 8);
+const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 2);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const RUNS = Number(process.env.BENCH_RUNS ?? 5);
+const MESSAGES = 5;
+const AUDIENCE = 'https://alcarta.bench.test/mcp';
+const SUBJECT = 'bench-agent';
+const TARGET_PERCENT = 10;
+
+const adminToken = randomSecret();
+
+/** Calls `list_messages` on every client in a loop until `until`; returns the number of calls answered. */
+async function callLoop(clients: Client[], mailboxId: string, until: number): Promise<number> {
+  let calls = 0;
+  await Promise.all(
+    clients.map(async (client) => {
+      while (performance.now() < until) {
+        const result = (await client.callTool({
+          name: 'list_messages',
+          arguments: { mailbox_id: mailboxId, limit: MESSAGES },
+        })) as CallToolResult;
+        if (result.isError) throw new Error(`list_messages failed: ${JSON.stringify(result.structuredContent)}`);
+        calls++;
+      }
+    }),
+  );
+  return calls;
+}
+
+/** One run: a warm-up, then the counted calls; returns tools/call per second. */
+async function measure(clients: Client[], mailboxId: string): Promise<number> {
+  await callLoop(clients, mailboxId, performance.now() + WARMUP_SECONDS * 1000);
+  const started = performance.now();
+  const calls = await callLoop(clients, mailboxId, started + SECONDS * 1000);
+  return calls / ((performance.now() - started) / 1000);
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+async function connectClients(url: string, credential: string): Promise<Client[]> {
+  return Promise.all(Array.from({ length: CLIENTS }, () => connectMcp(url, credential)));
+}
+
+async function main(): Promise<void> {
+  let embedded: LocalDatabase | undefined;
+  let dir: string | undefined;
+  if (!process.env.DATABASE_URL) {
+    dir = await mkdtemp(join(tmpdir(), 'alcarta-bench-pg-'));
+    await chmod(dir, 0o755);
+    embedded = await openEmbeddedPostgres(join(dir, 'cluster'), { persistent: false });
+    process.env.DATABASE_URL = embedded.url;
+  }
+  const issuer = new FakeAuthorizationServer();
+  const key = await signingKey('bench-key');
+  issuer.keys = [key];
+  await issuer.start();
+  const db = await createTestDatabase();
+  const profileDir = process.env.BENCH_CPU_PROF;
+  const server = await spawnServer({
+    DATABASE_URL: db.url,
+    ALCARTA_BOOTSTRAP_TOKEN: adminToken,
+    ALCARTA_LOG_LEVEL: 'warn',
+    ALCARTA_DB_POOL_SIZE: '10',
+    ALCARTA_RATE_LIMIT_PER_SECOND: '0',
+    ALCARTA_OAUTH_ISSUER: issuer.issuer,
+    ALCARTA_OAUTH_AUDIENCE: AUDIENCE,
+    ...(profileDir ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${profileDir}` } : {}),
+  });
+  const clients: Client[] = [];
+  try {
+    const admin = new RestClient(server.url, adminToken);
+    const mailboxId = await createMailbox(admin, 'bench-auth@example.com');
+    for (let i = 0; i < MESSAGES; i++) await ingest(admin, mailboxId, { subject: `message ${i}` });
+    const staticToken = await createToken(admin, { scopes: ['mail:read'], mailboxes: [mailboxId] });
+    const grant = await admin.post('/v1/grants', { principal: `sub:${SUBJECT}`, mailboxes: [mailboxId] });
+    if (grant.status !== 201) throw new Error(`grant creation failed: ${grant.status} ${JSON.stringify(grant.body)}`);
+    const jwt = await new SignJWT({ scope: 'mail:read', client_id: 'bench-client' })
+      .setProtectedHeader({ alg: 'RS256', kid: key.kid, typ: 'at+jwt' })
+      .setIssuer(issuer.issuer)
+      .setAudience(AUDIENCE)
+      .setSubject(SUBJECT)
+      .setIssuedAt()
+      .setExpirationTime('2h')
+      .sign(key.privateKey);
+
+    const staticClients = await connectClients(server.url, staticToken.secret);
+    clients.push(...staticClients);
+    const jwtClients = await connectClients(server.url, jwt);
+    clients.push(...jwtClients);
+    // The JWKS is fetched by the first JWT; from here on the key is cached (the figure asked for).
+    const jwksFetches = issuer.jwksRequests;
+
+    const staticRates: number[] = [];
+    const jwtRates: number[] = [];
+    // Alternating runs, so that a slow phase of the machine hurts both sides alike.
+    for (let run = 0; run < RUNS; run++) {
+      staticRates.push(await measure(staticClients, mailboxId));
+      jwtRates.push(await measure(jwtClients, mailboxId));
+      process.stderr.write(
+        `run ${run + 1}/${RUNS}: static ${staticRates.at(-1)!.toFixed(0)}/s, JWT ${jwtRates.at(-1)!.toFixed(0)}/s\n`,
+      );
+    }
+    if (issuer.jwksRequests !== jwksFetches) throw new Error('the JWKS was fetched again during the measurement');
+
+    const staticRate = median(staticRates);
+    const jwtRate = median(jwtRates);
+    const costPercent = (1 - jwtRate / staticRate) * 100;
+    const setup = `${CLIENTS} SDK clients, list_messages (${MESSAGES} messages), ${WARMUP_SECONDS} s warm-up + ${SECONDS} s, median of ${RUNS}`;
+    const runs = (rates: number[]) => rates.map((r) => r.toFixed(0)).join(', ');
+    printTable(`Auth benchmark (${cpus().length} CPUs, ${cpus()[0]?.model ?? 'unknown CPU'})`, [
+      ['tools/call, static alc_ token', setup, `${staticRate.toFixed(0)} calls/s (runs: ${runs(staticRates)})`, '—'],
+      ['tools/call, cached-key RS256 JWT', setup, `${jwtRate.toFixed(0)} calls/s (runs: ${runs(jwtRates)})`, '—'],
+      [
+        'relative cost of the JWT',
+        '1 − JWT/static (medians)',
+        `${costPercent.toFixed(1)} %`,
+        costPercent <= TARGET_PERCENT ? `met (≤ ${TARGET_PERCENT} %)` : `MISSED (≤ ${TARGET_PERCENT} %)`,
+      ] satisfies BenchRow,
+    ]);
+  } finally {
+    await Promise.all(clients.map((c) => c.close()));
+    await server.stop();
+    await db.drop();
+    await issuer.stop();
+    await embedded?.close();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  }
+}
+
+runBenchmark(main);
