@@ -11,7 +11,7 @@
  * `node dist/main.js` process on DATABASE_URL's server (a fresh database on it), else on a throwaway
  * embedded PostgreSQL. BENCH_CPU_PROF=<dir> writes the server's CPU profile (node --cpu-prof) there.
  */
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -34,6 +34,8 @@ const MESSAGES = 5;
 const AUDIENCE = 'https://alcarta.bench.test/mcp';
 const SUBJECT = 'bench-agent';
 const TARGET_PERCENT = 10;
+/** USER_HZ: the unit of /proc/<pid>/stat's CPU times on every Linux architecture Node runs on. */
+const CLOCK_TICKS_PER_SECOND = 100;
 
 const adminToken = randomSecret();
 
@@ -55,12 +57,43 @@ async function callLoop(clients: Client[], mailboxId: string, until: number): Pr
   return calls;
 }
 
-/** One run: a warm-up, then the counted calls; returns tools/call per second. */
-async function measure(clients: Client[], mailboxId: string): Promise<number> {
+/** CPU seconds (user + system) a process has used so far, from /proc (Linux; undefined elsewhere). */
+async function cpuSeconds(pid: number): Promise<number | undefined> {
+  try {
+    const fields = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1].split(' ');
+    // Fields 14 and 15 of stat(5), counted after the command name: utime and stime in clock ticks.
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND;
+  } catch {
+    return undefined;
+  }
+}
+
+interface RunResult {
+  /** tools/call answered per second. */
+  rate: number;
+  /** Server CPU time per tools/call in microseconds: what other processes on the machine disturb least. */
+  cpuMicros: number | undefined;
+}
+
+/** One run: a warm-up, then the counted calls. */
+async function measure(clients: Client[], mailboxId: string, serverPid: number): Promise<RunResult> {
   await callLoop(clients, mailboxId, performance.now() + WARMUP_SECONDS * 1000);
+  const cpuBefore = await cpuSeconds(serverPid);
   const started = performance.now();
   const calls = await callLoop(clients, mailboxId, started + SECONDS * 1000);
-  return calls / ((performance.now() - started) / 1000);
+  const seconds = (performance.now() - started) / 1000;
+  const cpuAfter = await cpuSeconds(serverPid);
+  const cpuMicros =
+    cpuBefore === undefined || cpuAfter === undefined ? undefined : ((cpuAfter - cpuBefore) / calls) * 1e6;
+  return { rate: calls / seconds, cpuMicros };
+}
+
+function describe(run: RunResult): string {
+  return `${run.rate.toFixed(0)}/s` + (run.cpuMicros === undefined ? '' : ` (${run.cpuMicros.toFixed(0)} µs CPU/call)`);
+}
+
+function signed(value: number): string {
+  return `${value >= 0 ? '+' : '−'}${Math.abs(value).toFixed(1)}`;
 }
 
 function median(values: number[]): number {
@@ -122,33 +155,44 @@ async function main(): Promise<void> {
     // The JWKS is fetched by the first JWT; from here on the key is cached (the figure asked for).
     const jwksFetches = issuer.jwksRequests;
 
-    const staticRates: number[] = [];
-    const jwtRates: number[] = [];
+    const staticRuns: RunResult[] = [];
+    const jwtRuns: RunResult[] = [];
     // Alternating runs, so that a slow phase of the machine hurts both sides alike.
     for (let run = 0; run < RUNS; run++) {
-      staticRates.push(await measure(staticClients, mailboxId));
-      jwtRates.push(await measure(jwtClients, mailboxId));
+      staticRuns.push(await measure(staticClients, mailboxId, server.pid));
+      jwtRuns.push(await measure(jwtClients, mailboxId, server.pid));
       process.stderr.write(
-        `run ${run + 1}/${RUNS}: static ${staticRates.at(-1)!.toFixed(0)}/s, JWT ${jwtRates.at(-1)!.toFixed(0)}/s\n`,
+        `run ${run + 1}/${RUNS}: static ${describe(staticRuns.at(-1)!)}, JWT ${describe(jwtRuns.at(-1)!)}\n`,
       );
     }
     if (issuer.jwksRequests !== jwksFetches) throw new Error('the JWKS was fetched again during the measurement');
 
-    const staticRate = median(staticRates);
-    const jwtRate = median(jwtRates);
+    const staticRate = median(staticRuns.map((r) => r.rate));
+    const jwtRate = median(jwtRuns.map((r) => r.rate));
     const costPercent = (1 - jwtRate / staticRate) * 100;
     const setup = `${CLIENTS} SDK clients, list_messages (${MESSAGES} messages), ${WARMUP_SECONDS} s warm-up + ${SECONDS} s, median of ${RUNS}`;
-    const runs = (rates: number[]) => rates.map((r) => r.toFixed(0)).join(', ');
-    printTable(`Auth benchmark (${cpus().length} CPUs, ${cpus()[0]?.model ?? 'unknown CPU'})`, [
-      ['tools/call, static alc_ token', setup, `${staticRate.toFixed(0)} calls/s (runs: ${runs(staticRates)})`, '—'],
-      ['tools/call, cached-key RS256 JWT', setup, `${jwtRate.toFixed(0)} calls/s (runs: ${runs(jwtRates)})`, '—'],
+    const rates = (runs: RunResult[]) => runs.map((r) => r.rate.toFixed(0)).join(', ');
+    const rows: BenchRow[] = [
+      ['tools/call, static alc_ token', setup, `${staticRate.toFixed(0)} calls/s (runs: ${rates(staticRuns)})`, '—'],
+      ['tools/call, cached-key RS256 JWT', setup, `${jwtRate.toFixed(0)} calls/s (runs: ${rates(jwtRuns)})`, '—'],
       [
-        'relative cost of the JWT',
+        'relative cost of the JWT (throughput)',
         '1 − JWT/static (medians)',
         `${costPercent.toFixed(1)} %`,
         costPercent <= TARGET_PERCENT ? `met (≤ ${TARGET_PERCENT} %)` : `MISSED (≤ ${TARGET_PERCENT} %)`,
-      ] satisfies BenchRow,
-    ]);
+      ],
+    ];
+    if (staticRuns.every((r) => r.cpuMicros !== undefined)) {
+      const staticCpu = median(staticRuns.map((r) => r.cpuMicros!));
+      const jwtCpu = median(jwtRuns.map((r) => r.cpuMicros!));
+      rows.push([
+        'server CPU per tools/call',
+        'user + system time of the server process / calls (medians)',
+        `static ${staticCpu.toFixed(0)} µs, JWT ${jwtCpu.toFixed(0)} µs (${signed((jwtCpu / staticCpu - 1) * 100)} %)`,
+        '—',
+      ]);
+    }
+    printTable(`Auth benchmark (${cpus().length} CPUs, ${cpus()[0]?.model ?? 'unknown CPU'})`, rows);
   } finally {
     await Promise.all(clients.map((c) => c.close()));
     await server.stop();
