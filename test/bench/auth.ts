@@ -4,6 +4,9 @@
  *   static token   CLIENTS official SDK clients call `list_messages` in a loop with an `alc_` token
  *   JWT            the same with an RS256 JWT of a loopback issuer whose key the server holds already
  *   relative cost  1 − JWT rate / static rate, medians of RUNS alternating runs   [≤ 10 %]
+ *   server CPU     the server process's CPU time per tools/call on each side (less disturbed by
+ *                  other processes on a busy machine than throughput is)
+ *   verification   CPU time of AccessTokenVerifier.verify alone, key cached, in the bench process
  *
  * Each run: WARMUP_SECONDS of calls that are not counted, then SECONDS counted. Both credentials
  * reach the same one mailbox (the token directly, the JWT through a grant to its subject) with the
@@ -17,6 +20,7 @@ import { join } from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { SignJWT } from 'jose';
+import { AccessTokenVerifier } from '#app/auth/oauth/access-token-verifier.js';
 import { LocalDatabase, openEmbeddedPostgres } from '#app/database/embedded-postgres.js';
 import { createTestDatabase } from '../support/database';
 import { FakeAuthorizationServer, signingKey } from '../support/fake-authorization-server';
@@ -31,6 +35,7 @@ const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 2);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const MESSAGES = 5;
+const VERIFICATIONS = 2000;
 const AUDIENCE = 'https://alcarta.bench.test/mcp';
 const SUBJECT = 'bench-agent';
 const TARGET_PERCENT = 10;
@@ -102,6 +107,18 @@ function median(values: number[]): number {
   return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 }
 
+/** CPU microseconds one verification of a JWT takes once the key is cached (signature, claims). */
+async function verificationCost(issuer: string, jwt: string): Promise<number> {
+  const verifier = new AccessTokenVerifier({ issuer, jwksUrl: undefined, audiences: [AUDIENCE] });
+  for (let i = 0; i < 100; i++) {
+    if (!(await verifier.verify(jwt))) throw new Error('the bench JWT does not verify');
+  }
+  const before = process.cpuUsage();
+  for (let i = 0; i < VERIFICATIONS; i++) await verifier.verify(jwt);
+  const used = process.cpuUsage(before);
+  return (used.user + used.system) / VERIFICATIONS;
+}
+
 async function connectClients(url: string, credential: string): Promise<Client[]> {
   return Promise.all(Array.from({ length: CLIENTS }, () => connectMcp(url, credential)));
 }
@@ -157,10 +174,16 @@ async function main(): Promise<void> {
 
     const staticRuns: RunResult[] = [];
     const jwtRuns: RunResult[] = [];
-    // Alternating runs, so that a slow phase of the machine hurts both sides alike.
+    // Alternating runs, the first side swapped every run, so that a slow phase of the machine or
+    // whatever one side leaves behind (garbage, cold caches) weighs on both alike.
     for (let run = 0; run < RUNS; run++) {
-      staticRuns.push(await measure(staticClients, mailboxId, server.pid));
-      jwtRuns.push(await measure(jwtClients, mailboxId, server.pid));
+      if (run % 2 === 0) {
+        staticRuns.push(await measure(staticClients, mailboxId, server.pid));
+        jwtRuns.push(await measure(jwtClients, mailboxId, server.pid));
+      } else {
+        jwtRuns.push(await measure(jwtClients, mailboxId, server.pid));
+        staticRuns.push(await measure(staticClients, mailboxId, server.pid));
+      }
       process.stderr.write(
         `run ${run + 1}/${RUNS}: static ${describe(staticRuns.at(-1)!)}, JWT ${describe(jwtRuns.at(-1)!)}\n`,
       );
@@ -192,6 +215,13 @@ async function main(): Promise<void> {
         '—',
       ]);
     }
+    const verifyMicros = await verificationCost(issuer.issuer, jwt);
+    rows.push([
+      'JWT verification alone',
+      `AccessTokenVerifier.verify, key cached, ${VERIFICATIONS} tokens in the bench process`,
+      `${verifyMicros.toFixed(0)} µs CPU per token`,
+      '—',
+    ]);
     printTable(`Auth benchmark (${cpus().length} CPUs, ${cpus()[0]?.model ?? 'unknown CPU'})`, rows);
   } finally {
     await Promise.all(clients.map((c) => c.close()));
