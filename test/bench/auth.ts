@@ -12,7 +12,7 @@
  * reach the same one mailbox (the token directly, the JWT through a grant to its subject) with the
  * same scope, so the two sides differ only in how the caller is authenticated. The server is a real
  * `node dist/main.js` process on DATABASE_URL's server (a fresh database on it), else on a throwaway
- * embedded PostgreSQL. BENCH_CPU_PROF=<dir> writes the server's CPU profile (node --cpu-prof) there.
+ * embedded PostgreSQL. BENCH_CPU_PROF=<dir> writes the server's CPU profile there (cpu-profile-preload.ts).
  */
 import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { cpus, tmpdir } from 'node:os';
@@ -146,7 +146,7 @@ async function main(): Promise<void> {
     ALCARTA_RATE_LIMIT_PER_SECOND: '0',
     ALCARTA_OAUTH_ISSUER: issuer.issuer,
     ALCARTA_OAUTH_AUDIENCE: AUDIENCE,
-    ...(profileDir ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${profileDir}` } : {}),
+    ...(profileDir ? { NODE_OPTIONS: `--require ${join(__dirname, 'cpu-profile-preload.js')}` } : {}),
   });
   const clients: Client[] = [];
   try {
