@@ -24,8 +24,16 @@ const REDACT_PATHS = [
  */
 const SECRET_IN_TEXT = /(alc|wst)(_|%5[Ff])[0-9A-Za-z]{8,}/g;
 
+/**
+ * A JWT sent as a bearer token (an OAuth access token, or anything else a client tries): base64url
+ * segments joined by dots (also percent-encoded), the first one starting with `eyJ` (`{"`). Three
+ * segments for a JWS, five for a JWE; empty ones too (an unsigned token), so that no signed part
+ * of a token survives, whatever surrounds it.
+ */
+const JWT_IN_TEXT = /eyJ[0-9A-Za-z_-]*(?:(?:\.|%2[Ee])[0-9A-Za-z_-]*){2,4}/g;
+
 export function scrubSecrets(text: string): string {
-  return text.replace(SECRET_IN_TEXT, '$1_[REDACTED]');
+  return text.replace(SECRET_IN_TEXT, '$1_[REDACTED]').replace(JWT_IN_TEXT, 'eyJ[REDACTED]');
 }
 
 /** Longest SQL text and error message that a logged error keeps. */
@@ -35,8 +43,10 @@ const MAX_LOGGED_STACK = 4000;
 /** Fields of an error that describe the failure without carrying data (`code`: 23505, ECONNREFUSED…). */
 const ERROR_FIELDS = ['code', 'errno', 'syscall', 'severity', 'routine', 'status', 'statusCode'] as const;
 
+/** Masks secrets first: a cut through a token would leave a part too short or too broken to recognise later. */
 function truncate(text: string, max: number): string {
-  return text.length <= max ? text : `${text.slice(0, max)}… (${text.length - max} more characters)`;
+  const masked = scrubSecrets(text);
+  return masked.length <= max ? masked : `${masked.slice(0, max)}… (${masked.length - max} more characters)`;
 }
 
 export interface LoggedError {

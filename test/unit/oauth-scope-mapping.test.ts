@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { mapScopes, principalId } from '#app/auth/oauth/principal-claims.js';
+import { clientIdOf, mapScopes, principalId } from '#app/auth/oauth/principal-claims.js';
 
 /** SPEC 10 "Who and what": which of a token's scope claims become Alcarta scopes. */
 describe('OAuth scope mapping', () => {
@@ -44,5 +44,18 @@ describe('OAuth scope mapping', () => {
     assert.equal(principalId('https://idp.example', 'agent-7'), id);
     assert.notEqual(principalId('https://other.example', 'agent-7'), id);
     assert.notEqual(principalId('https://idp.example', 'agent-8'), id);
+  });
+
+  it('names the client by azp, else client_id, else cid (Okta)', () => {
+    assert.equal(clientIdOf({ azp: 'oidc-client', client_id: 'rfc9068-client', cid: 'okta-client' }), 'oidc-client');
+    assert.equal(clientIdOf({ client_id: 'rfc9068-client', cid: 'okta-client' }), 'rfc9068-client');
+    assert.equal(clientIdOf({ cid: 'okta-client' }), 'okta-client');
+    assert.equal(clientIdOf({}), null);
+  });
+
+  it('skips empty and non-string client claims in favour of the next one', () => {
+    assert.equal(clientIdOf({ azp: '', client_id: 'rfc9068-client' }), 'rfc9068-client');
+    assert.equal(clientIdOf({ azp: 42, client_id: ['x'], cid: 'okta-client' }), 'okta-client');
+    assert.equal(clientIdOf({ azp: null, client_id: '', cid: { id: 'x' } }), null);
   });
 });

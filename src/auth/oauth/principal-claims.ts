@@ -33,6 +33,18 @@ export function claimValues(value: unknown): string[] {
   return [];
 }
 
+/**
+ * The OAuth client a token was issued to: `azp` (OpenID Connect), else `client_id` (RFC 9068), else
+ * `cid` (Okta's access tokens). Only a non-empty string counts, so a malformed claim cannot stand in
+ * for the next one or match a grant to an empty client name.
+ */
+export function clientIdOf(claims: Record<string, unknown>): string | null {
+  for (const claim of [claims.azp, claims.client_id, claims.cid]) {
+    if (typeof claim === 'string' && claim.length > 0) return claim;
+  }
+  return null;
+}
+
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
 /**

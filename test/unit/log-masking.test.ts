@@ -1,0 +1,74 @@
+import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
+import { describe, it } from 'node:test';
+import { createRootLogger, scrubSecrets, serializeError } from '#app/logging/logger.js';
+
+/** A JWT as identity providers issue them: header, claims and an RS256-sized signature. */
+const header = Buffer.from(JSON.stringify({ alg: 'RS256', kid: 'key-1', typ: 'at+jwt' })).toString('base64url');
+const claims = Buffer.from(JSON.stringify({ iss: 'https://idp.example', sub: 'agent-7' })).toString('base64url');
+const signature = Buffer.alloc(256, 7).toString('base64url').replace(/^./, '-');
+const JWT = `${header}.${claims}.${signature}`;
+
+/** SPEC 8a "no secrets in logs", extended to JWTs sent as bearer tokens (SPEC 10). */
+describe('log masking', () => {
+  it('masks a JWT alone, in a path, in a query string, in a header echo and percent-encoded', () => {
+    for (const text of [
+      JWT,
+      `/v1/waits/${JWT}/socket`,
+      `GET /v1/mailboxes?access_token=${JWT}&x=1`,
+      `Bearer ${JWT}`,
+      `"token":"${JWT}"`,
+      `prefix${JWT}suffix`,
+      JWT.replaceAll('.', '%2E'),
+      JWT.replaceAll('.', '%2e'),
+    ]) {
+      const masked = scrubSecrets(text);
+      assert.ok(!masked.includes(claims), `claims left in ${masked}`);
+      assert.ok(!masked.includes(signature.slice(0, 40)), `signature left in ${masked}`);
+      assert.match(masked, /eyJ\[REDACTED\]/);
+    }
+    assert.equal(scrubSecrets(`/v1/waits/${JWT}/socket`), '/v1/waits/eyJ[REDACTED]/socket');
+  });
+
+  it('masks unsigned tokens (empty signature) and five-segment JWEs', () => {
+    assert.equal(scrubSecrets(`a ${header}.${claims}. b`), 'a eyJ[REDACTED] b');
+    assert.equal(scrubSecrets(`a ${header}.key.iv.ciphertext.tag b`), 'a eyJ[REDACTED] b');
+  });
+
+  it('leaves text alone that only looks a little like a token', () => {
+    for (const text of ['eyJ', 'see eyJhbGciOi in the docs.', `${header}.${claims}`, 'a.b.c', 'v1.2.3']) {
+      assert.equal(scrubSecrets(text), text);
+    }
+  });
+
+  it('still masks alc_ and wst_ secrets beside a JWT', () => {
+    assert.equal(
+      scrubSecrets(`alc_0123456789abcdef and ${JWT} and wst%5Fabcdefgh12`),
+      'alc_[REDACTED] and eyJ[REDACTED] and wst_[REDACTED]',
+    );
+  });
+
+  it('masks a JWT before an error message is truncated, so a cut cannot leave part of it', () => {
+    const err = new Error(`${'x'.repeat(990)} ${JWT}`);
+    const logged = serializeError(err);
+    assert.ok(!logged.message.includes(claims.slice(0, 10)), logged.message);
+    assert.ok(!logged.stack?.includes(claims.slice(0, 10)));
+  });
+
+  it('masks a JWT anywhere in a written line: message, fields, nested objects, errors', () => {
+    let out = '';
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        out += chunk.toString();
+        done();
+      },
+    });
+    const logger = createRootLogger('info', sink);
+    logger.info({ path: `/x/${JWT}`, nested: { value: `q=${JWT}` }, err: new Error(`bad ${JWT}`) }, `msg ${JWT}`);
+    assert.ok(out.length > 0);
+    assert.ok(!out.includes(claims), out);
+    assert.ok(!out.includes(signature.slice(0, 40)), out);
+    // path, nested value, error message, its stack, the message itself
+    assert.equal(out.match(/eyJ\[REDACTED\]/g)?.length, 5, out);
+  });
+});
