@@ -25,6 +25,8 @@ interface TokenClaims {
   /** Seconds from now; the token's `iat` is now, or `issuedAgo` seconds before. */
   expiresIn?: number;
   issuedAgo?: number;
+  /** Other claims, over the defaults (`undefined` removes one). */
+  extra?: Record<string, unknown>;
 }
 
 /** Signs an access token of the fake issuer for `audience` (a new `jti` each time: a new token). */
@@ -34,6 +36,7 @@ function accessToken(key: SigningKey, issuer: string, audience: string, claims: 
     scope: claims.scope ?? 'mail:read approvals:read',
     client_id: 'agent-client',
     ...(claims.groups && { groups: claims.groups }),
+    ...claims.extra,
   })
     .setProtectedHeader({ alg: 'RS256', kid: key.kid, typ: 'at+jwt' })
     .setIssuer(issuer)
@@ -260,6 +263,20 @@ describe('OAuth principals: stored waits, tickets and tasks', () => {
     await ingest(server.admin, boxB, { subject: 'still reachable' });
     assert.equal((await again).matched, true);
     assert.equal((await callError(client, 'list_messages', { mailbox_id: boxA })).error, 'not_found');
+  });
+
+  it('an Okta-style token names its client in cid: a client: grant reaches it', async () => {
+    await grant('client:okta-agent', [boxB]);
+    const client = await agent({ sub: 'okta-subject', extra: { client_id: undefined, cid: 'okta-agent' } });
+    const listed = await callOk<{ mailboxes: Array<{ mailbox_id: string }> }>(client, 'list_mailboxes');
+    assert.deepEqual(
+      listed.mailboxes.map((m) => m.mailbox_id),
+      [boxB],
+    );
+    const [row] = await server.db.query<{ client_id: string }>(
+      `SELECT client_id FROM principals WHERE subject = 'okta-subject'`,
+    );
+    assert.equal(row.client_id, 'okta-agent');
   });
 
   it('a grant deleted without a doorbell ends the blocking wait at the next safety re-check', async () => {

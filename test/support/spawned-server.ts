@@ -1,4 +1,5 @@
 import { ChildProcess, execFile, spawn } from 'node:child_process';
+import { scrubSecrets } from '#app/logging/logger.js';
 import { join, resolve } from 'node:path';
 import { freePort } from '#app/common/net.js';
 import { waitFor } from './wait-for';
@@ -131,5 +132,5 @@ export function secretsIn(text: string): string[] {
 
 /** Process output for failure messages, without secrets (test output must not print them). */
 export function scrubbed(text: string): string {
-  return text.replace(/\b(alc_|wst_)[0-9A-Za-z]{8,}/g, '$1[REDACTED]');
+  return scrubSecrets(text);
 }

@@ -5,7 +5,7 @@ import { Caller } from '../caller';
 import { GrantService } from '../grant.service';
 import { PrincipalService } from '../principal.service';
 import { AccessTokenVerifier } from './access-token-verifier';
-import { claimValues, mapScopes, principalId } from './principal-claims';
+import { claimValues, clientIdOf, mapScopes, principalId } from './principal-claims';
 
 /**
  * Turns a JWT access token of the configured issuer into a Caller (SPEC 10): scopes from its
@@ -36,10 +36,10 @@ export class OAuthAuthenticator {
     if (!verified || hasUnstorableText(verified.payload.sub)) return null;
     const claims = verified.payload;
     const id = principalId(oauth.issuer, claims.sub);
-    const clientId = storableClaim(claims.azp) ?? storableClaim(claims.client_id);
+    const clientId = storable(clientIdOf(claims));
     const groups = claimValues(claims[oauth.groupsClaim]).filter((g) => !hasUnstorableText(g));
     const scopes = mapScopes(claims, oauth);
-    const email = storableClaim(claims.email);
+    const email = storable(typeof claims.email === 'string' && claims.email.length > 0 ? claims.email : null);
     // Before the grants are read: a grant deleted after this point must find the principal, and
     // end what this request parks (see Credential.authenticatedAt).
     const authenticatedAt = Date.now();
@@ -62,6 +62,6 @@ export class OAuthAuthenticator {
   }
 }
 
-function storableClaim(value: unknown): string | null {
-  return typeof value === 'string' && value.length > 0 && !hasUnstorableText(value) ? value : null;
+function storable(value: string | null): string | null {
+  return value !== null && !hasUnstorableText(value) ? value : null;
 }
