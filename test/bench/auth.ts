@@ -14,21 +14,20 @@
  * `node dist/main.js` process on DATABASE_URL's server (a fresh database on it), else on a throwaway
  * embedded PostgreSQL. BENCH_CPU_PROF=<dir> writes the server's CPU profile there (cpu-profile-preload.ts).
  */
-import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
-import { cpus, tmpdir } from 'node:os';
+import { readFile } from 'node:fs/promises';
+import { cpus } from 'node:os';
 import { join } from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { SignJWT } from 'jose';
 import { AccessTokenVerifier } from '#app/auth/oauth/access-token-verifier.js';
-import { LocalDatabase, openEmbeddedPostgres } from '#app/database/embedded-postgres.js';
 import { createTestDatabase } from '../support/database';
 import { FakeAuthorizationServer, signingKey } from '../support/fake-authorization-server';
 import { connectMcp } from '../support/mcp';
 import { RestClient } from '../support/rest';
 import { spawnServer } from '../support/spawned-server';
 import { createMailbox, createToken, ingest, randomSecret } from '../support/test-server';
-import { BenchRow, printTable, runBenchmark } from './report';
+import { BenchRow, databaseServer, printTable, runBenchmark } from './report';
 
 const CLIENTS = Number(process.env.BENCH_CLIENTS ?? 8);
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 2);
@@ -125,14 +124,7 @@ async function connectClients(url: string, credential: string): Promise<Client[]
 }
 
 async function main(): Promise<void> {
-  let embedded: LocalDatabase | undefined;
-  let dir: string | undefined;
-  if (!process.env.DATABASE_URL) {
-    dir = await mkdtemp(join(tmpdir(), 'alcarta-bench-pg-'));
-    await chmod(dir, 0o755);
-    embedded = await openEmbeddedPostgres(join(dir, 'cluster'), { persistent: false });
-    process.env.DATABASE_URL = embedded.url;
-  }
+  const releaseDatabase = await databaseServer();
   const issuer = new FakeAuthorizationServer();
   const key = await signingKey('bench-key');
   issuer.keys = [key];
@@ -239,8 +231,7 @@ async function main(): Promise<void> {
     await server.stop();
     await db.drop();
     await issuer.stop();
-    await embedded?.close();
-    if (dir) await rm(dir, { recursive: true, force: true });
+    await releaseDatabase();
   }
 }
 

@@ -9,17 +9,13 @@
  * The server is a real `node dist/main.js` process with ALCARTA_MAIL_AUTH=off (no DNS) on DATABASE_URL's
  * server (a fresh database on it), else on a throwaway embedded PostgreSQL. The client is nodemailer.
  */
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { createTransport } from 'nodemailer';
-import { LocalDatabase, openEmbeddedPostgres } from '#app/database/embedded-postgres.js';
 import { createTestDatabase } from '../support/database';
 import { activeWaits } from '../support/metrics';
 import { freePort, spawnServer, SpawnedServer } from '../support/spawned-server';
 import { randomSecret } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
-import { BenchRow, printTable, runBenchmark } from './report';
+import { BenchRow, databaseServer, printTable, runBenchmark } from './report';
 
 const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 2000);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
@@ -160,14 +156,7 @@ async function wakeLatency(server: SpawnedServer, smtpPort: number, mailboxId: s
 }
 
 async function main(): Promise<void> {
-  let embedded: LocalDatabase | undefined;
-  let dir: string | undefined;
-  if (!process.env.DATABASE_URL) {
-    dir = await mkdtemp(join(tmpdir(), 'alcarta-bench-pg-'));
-    await chmod(dir, 0o755);
-    embedded = await openEmbeddedPostgres(join(dir, 'cluster'), { persistent: false });
-    process.env.DATABASE_URL = embedded.url;
-  }
+  const releaseDatabase = await databaseServer();
   const db = await createTestDatabase();
   const smtpPort = await freePort();
   const server = await spawnServer({
@@ -197,8 +186,7 @@ async function main(): Promise<void> {
   } finally {
     await server.stop();
     await db.drop();
-    await embedded?.close();
-    if (dir) await rm(dir, { recursive: true, force: true });
+    await releaseDatabase();
   }
 
   printTable('Inbound mail benchmark', rows);

@@ -1,3 +1,8 @@
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openEmbeddedPostgres } from '#app/database/embedded-postgres.js';
+
 /** One row of a benchmark's README table: measurement, setup, result, target. */
 export type BenchRow = [string, string, string, string];
 
@@ -20,4 +25,20 @@ export function runBenchmark(main: () => Promise<void>): void {
       process.exit(1);
     },
   );
+}
+
+/**
+ * Makes DATABASE_URL name a PostgreSQL server: the one it names already, else a throwaway embedded
+ * cluster. Returns what releases it (nothing to do for an external server).
+ */
+export async function databaseServer(): Promise<() => Promise<void>> {
+  if (process.env.DATABASE_URL) return () => Promise.resolve();
+  const dir = await mkdtemp(join(tmpdir(), 'alcarta-bench-pg-'));
+  await chmod(dir, 0o755);
+  const embedded = await openEmbeddedPostgres(join(dir, 'cluster'), { persistent: false });
+  process.env.DATABASE_URL = embedded.url;
+  return async () => {
+    await embedded.close();
+    await rm(dir, { recursive: true, force: true });
+  };
 }

@@ -12,18 +12,15 @@
  * Servers are real `node dist/main.js` processes; the client speaks raw JSON-RPC over fetch so
  * that its own overhead stays small.
  */
-import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFile } from 'node:fs/promises';
 import { Client } from 'pg';
 import WebSocket from 'ws';
-import { LocalDatabase, openEmbeddedPostgres } from '#app/database/embedded-postgres.js';
 import { createTestDatabase, TestDatabase } from '../support/database';
 import { activeWaits } from '../support/metrics';
 import { spawnServer, SpawnedServer } from '../support/spawned-server';
 import { randomSecret } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
-import { BenchRow, printTable, runBenchmark } from './report';
+import { BenchRow, databaseServer, printTable, runBenchmark } from './report';
 
 const PARKED = Number(process.env.BENCH_PARKED ?? 2000);
 const MAILBOXES = 20;
@@ -196,14 +193,7 @@ function latencyRow(label: string, measured: string, samples: number[]): [string
 }
 
 async function main(): Promise<void> {
-  let embedded: LocalDatabase | undefined;
-  let dir: string | undefined;
-  if (!process.env.DATABASE_URL) {
-    dir = await mkdtemp(join(tmpdir(), 'alcarta-bench-pg-'));
-    await chmod(dir, 0o755);
-    embedded = await openEmbeddedPostgres(join(dir, 'cluster'), { persistent: false });
-    process.env.DATABASE_URL = embedded.url;
-  }
+  const releaseDatabase = await databaseServer();
   const db = await createTestDatabase();
   const dbName = new URL(db.url).pathname.slice(1);
   const env = {
@@ -339,8 +329,7 @@ async function main(): Promise<void> {
     await a.stop();
     await b.stop();
     await db.drop();
-    await embedded?.close();
-    if (dir) await rm(dir, { recursive: true, force: true });
+    await releaseDatabase();
   }
 
   printTable('Wait engine benchmark', rows);
