@@ -10,7 +10,7 @@ export default tseslint.config(
   {
     languageOptions: {
       parserOptions: {
-        projectService: { allowDefaultProject: ['eslint.config.mjs'] },
+        projectService: { allowDefaultProject: ['eslint.config.mjs', 'src/console/views/assets/*.js'] },
         tsconfigRootDir: import.meta.dirname,
       },
     },
@@ -39,5 +39,14 @@ export default tseslint.config(
     },
   },
   { files: ['**/*.mjs'], ...tseslint.configs.disableTypeChecked },
+  {
+    // The console's browser script: plain JavaScript served as is, checked without type information.
+    files: ['src/console/views/assets/*.js'],
+    ...tseslint.configs.disableTypeChecked,
+    languageOptions: {
+      sourceType: 'script',
+      globals: { window: 'readonly', document: 'readonly', EventSource: 'readonly' },
+    },
+  },
   prettier,
 );

@@ -3,6 +3,7 @@ import { APP_FILTER } from '@nestjs/core';
 import { ApprovalsModule } from './approvals/approvals.module';
 import { AuthModule } from './auth/auth.module';
 import { AlcartaConfigModule, ConfigOptions } from './config/config.module';
+import { ConsoleModule } from './console/console.module';
 import { Logger } from 'pino';
 import { DatabaseModule } from './database/database.module';
 import { DeliveryModule } from './delivery/delivery.module';
@@ -42,6 +43,7 @@ export class AppModule {
         WaitsModule,
         McpModule,
         DeliveryModule,
+        ConsoleModule,
         HealthModule,
         MetricsModule,
       ],

@@ -46,6 +46,10 @@ export class AppConfig {
   readonly smtpRetryMaxMs: number;
   readonly smtpRetryBaseMs: number;
   readonly outboxLeaseMs: number;
+  /** OpenID Connect sign-in to the console (SPEC 11); undefined: people paste a token. */
+  readonly consoleOidc: { clientId: string; clientSecret: string | undefined } | undefined;
+  /** Scopes every console session has besides those of its token. */
+  readonly consoleDefaultScopes: readonly string[];
   /** Undefined: only static `alc_` tokens (SPEC 10 off). */
   readonly oauth:
     | {
@@ -120,5 +124,10 @@ export class AppConfig {
           groupsClaim: env.ALCARTA_OAUTH_GROUPS_CLAIM,
         }
       : undefined;
+    this.consoleOidc =
+      this.oauth && env.ALCARTA_CONSOLE_CLIENT_ID
+        ? { clientId: env.ALCARTA_CONSOLE_CLIENT_ID, clientSecret: env.ALCARTA_CONSOLE_CLIENT_SECRET }
+        : undefined;
+    this.consoleDefaultScopes = env.ALCARTA_CONSOLE_DEFAULT_SCOPES.split(' ').filter((s) => s.length > 0);
   }
 }

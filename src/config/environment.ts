@@ -261,6 +261,22 @@ export class Environment {
   /** The claim that lists the principal's groups. */
   @IsString()
   ALCARTA_OAUTH_GROUPS_CLAIM: string = 'groups';
+
+  /** The approver console's OpenID Connect client at ALCARTA_OAUTH_ISSUER (SPEC 11); unset: token sign-in. */
+  @Transform(emptyToUndefined)
+  @IsOptional()
+  @IsString()
+  ALCARTA_CONSOLE_CLIENT_ID?: string;
+
+  /** The console client's secret, for a confidential client (PKCE is used either way). */
+  @Transform(emptyToUndefined)
+  @IsOptional()
+  @IsString()
+  ALCARTA_CONSOLE_CLIENT_SECRET?: string;
+
+  /** Scopes a person signed in to the console has besides those of their token (space-separated). */
+  @IsString()
+  ALCARTA_CONSOLE_DEFAULT_SCOPES: string = '';
 }
 
 /** Validates raw environment variables; throws one error that lists every invalid variable. */

@@ -1,7 +1,10 @@
+import { ApprovalLinkEntity } from '../approval-mail/approval-link.entity';
+import { MailboxApproverEntity } from '../approval-mail/mailbox-approver.entity';
 import { ApprovalRequestEntity } from '../approvals/approval-request.entity';
 import { GrantEntity } from '../auth/grant.entity';
 import { PrincipalEntity } from '../auth/principal.entity';
 import { TokenEntity } from '../auth/token.entity';
+import { ConsoleSessionEntity } from '../console/console-session.entity';
 import { EventEntity } from '../events/event.entity';
 import { MailboxEntity } from '../mail/mailbox.entity';
 import { MessageEntity } from '../mail/message.entity';
@@ -25,4 +28,7 @@ export const ENTITIES = [
   OutboundDeliveryEntity,
   GrantEntity,
   PrincipalEntity,
+  ConsoleSessionEntity,
+  MailboxApproverEntity,
+  ApprovalLinkEntity,
 ];

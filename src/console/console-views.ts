@@ -1,0 +1,21 @@
+import { Injectable } from '@nestjs/common';
+import { Eta } from 'eta';
+import { join } from 'node:path';
+
+/** Where the console's templates and static assets are: copied next to this file by the build. */
+export const CONSOLE_VIEWS_DIR = join(__dirname, 'views');
+
+/**
+ * The console's server-rendered pages (SPEC 11): Eta templates under `views/`, every value escaped
+ * unless a template says otherwise, each page inside `layout.eta`. Templates are compiled once and
+ * cached.
+ */
+@Injectable()
+export class ConsoleViews {
+  private readonly eta = new Eta({ views: CONSOLE_VIEWS_DIR, autoEscape: true, cache: true });
+
+  /** The page `name` (`views/<name>.eta`) with `data`; `title` names it in the layout. */
+  render(name: string, data: { title: string } & Record<string, unknown>): string {
+    return this.eta.render(name, data);
+  }
+}
