@@ -7,6 +7,7 @@ import { ConsoleViews } from './console-views';
 @Module({
   controllers: [ConsoleAssetsController],
   providers: [ConsoleViews],
+  exports: [ConsoleViews],
 })
 export class ConsoleModule implements NestModule {
   configure(consumer: MiddlewareConsumer): void {
