@@ -6,7 +6,8 @@ import { ApprovalRequestEntity, RequestState } from './approval-request.entity';
 
 export interface RequestListFilter {
   access: MailboxAccess;
-  state?: RequestState;
+  /** One state, or any of several (the console's history: every decided state). */
+  state?: RequestState | readonly RequestState[];
   mailboxId?: string;
   limit: number;
 }
@@ -49,7 +50,7 @@ export class ApprovalRequestRepository {
   /** With `mailboxId`, the caller has already checked that the mailbox is visible. */
   list(filter: RequestListFilter): Promise<ApprovalRequestEntity[]> {
     const where: FindOptionsWhere<ApprovalRequestEntity> = {};
-    if (filter.state) where.state = filter.state;
+    if (filter.state) where.state = typeof filter.state === 'string' ? filter.state : In([...filter.state]);
     if (filter.mailboxId) where.mailboxId = filter.mailboxId;
     return this.requests.find({
       where: filter.mailboxId ? where : visible(filter.access, where),

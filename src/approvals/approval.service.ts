@@ -85,13 +85,19 @@ export class ApprovalService {
   }
 
   async get(caller: Caller, requestId: string) {
-    const request = await this.requests.findVisible(requestId, caller.mailboxAccess);
-    if (!request) throw notFound('request', requestId);
-    if (request.state === 'pending' && isOverdue(request)) return this.view(await this.expire(caller, requestId));
-    return this.view(request);
+    return this.view(await this.current(caller, requestId));
   }
 
-  async list(caller: Caller, filter: { state?: RequestState; mailboxId?: string; limit: number }) {
+  /** The request as `get` shows it, with the credential that asked for it (the console names it). */
+  async getWithRequester(caller: Caller, requestId: string) {
+    const request = await this.current(caller, requestId);
+    return { ...(await this.view(request)), created_by: request.createdBy };
+  }
+
+  async list(
+    caller: Caller,
+    filter: { state?: RequestState | readonly RequestState[]; mailboxId?: string; limit: number },
+  ) {
     if (filter.mailboxId) await this.mailboxes.getVisible(caller, filter.mailboxId);
     const rows = await this.requests.list({ access: caller.mailboxAccess, ...filter });
     const deliveries = await this.deliveriesOf(rows);
@@ -132,6 +138,14 @@ export class ApprovalService {
       for (const request of overdue) await this.transition(manager, request, 'expired', null, null);
       return overdue.length;
     });
+  }
+
+  /** The visible request as it stands now: a pending one past its expiry is expired first. */
+  private async current(caller: Caller, requestId: string): Promise<ApprovalRequestEntity> {
+    const request = await this.requests.findVisible(requestId, caller.mailboxAccess);
+    if (!request) throw notFound('request', requestId);
+    if (request.state === 'pending' && isOverdue(request)) return this.expire(caller, requestId);
+    return request;
   }
 
   /** The request with the delivery of its email, if it has one. */

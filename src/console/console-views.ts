@@ -16,6 +16,14 @@ export class ConsoleViews {
 
   /** The page `name` (`views/<name>.eta`) with `data`; `title` names it in the layout. */
   render(name: string, data: { title: string } & Record<string, unknown>): string {
-    return this.eta.render(name, data);
+    return this.eta.render(name, { ...data, utc });
   }
+}
+
+/**
+ * An ISO time as the page shows it without JavaScript ("2026-12-02 10:00 UTC"); console.js
+ * rewrites each `<time datetime>` into the browser's own time zone.
+ */
+function utc(iso: string): string {
+  return `${iso.slice(0, 10)} ${iso.slice(11, 16)} UTC`;
 }

@@ -1,16 +1,42 @@
 import { MiddlewareConsumer, Module, NestModule } from '@nestjs/common';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import express from 'express';
+import { ApprovalsModule } from '../approvals/approvals.module';
+import { AuthModule } from '../auth/auth.module';
+import { MailModule } from '../mail/mail.module';
 import { ConsoleAssetsController } from './console-assets.controller';
+import { ConsoleExceptionFilter } from './console-exception.filter';
 import { ConsoleHeadersMiddleware } from './console-headers.middleware';
+import { ConsoleRequestsController } from './console-requests.controller';
+import { ConsoleRequestsService } from './console-requests.service';
+import { ConsoleSessionEntity } from './console-session.entity';
+import { ConsoleSessionGuard } from './console-session.guard';
+import { ConsoleSessionRepository } from './console-session.repository';
+import { ConsoleSessionService } from './console-session.service';
+import { ConsoleSignInController } from './console-sign-in.controller';
 import { ConsoleViews } from './console-views';
+
+/** Forms post `application/x-www-form-urlencoded`; the application's own parsers read JSON only. */
+const FORM_BODY_LIMIT = '32kb';
 
 /** The approver console (SPEC 11): server-rendered pages at /console for the people who decide. */
 @Module({
-  controllers: [ConsoleAssetsController],
-  providers: [ConsoleViews],
+  imports: [TypeOrmModule.forFeature([ConsoleSessionEntity]), AuthModule, ApprovalsModule, MailModule],
+  controllers: [ConsoleAssetsController, ConsoleSignInController, ConsoleRequestsController],
+  providers: [
+    ConsoleViews,
+    ConsoleSessionRepository,
+    ConsoleSessionService,
+    ConsoleSessionGuard,
+    ConsoleRequestsService,
+    ConsoleExceptionFilter,
+  ],
   exports: [ConsoleViews],
 })
 export class ConsoleModule implements NestModule {
   configure(consumer: MiddlewareConsumer): void {
-    consumer.apply(ConsoleHeadersMiddleware).forRoutes('console', 'console/*path');
+    consumer
+      .apply(ConsoleHeadersMiddleware, express.urlencoded({ extended: false, limit: FORM_BODY_LIMIT }))
+      .forRoutes('console', 'console/*path');
   }
 }

@@ -1,0 +1,98 @@
+import { Body, Controller, Get, Param, Post, Query, Res, UseFilters, UseGuards } from '@nestjs/common';
+import { Response } from 'express';
+import { Public } from '../auth/auth.decorators';
+import { PathId } from '../http/validation';
+import { ConsoleExceptionFilter } from './console-exception.filter';
+import { ConsoleSessionGuard, CurrentSession } from './console-session.guard';
+import { ActiveSession } from './console-session.service';
+import { ConsoleDecision, ConsoleRequestsService, DECIDED_STATES } from './console-requests.service';
+import { ConsoleViews } from './console-views';
+
+/** A single text query parameter; an empty one (the "all" choice of a filter) counts as absent. */
+function textParam(value: unknown): string | undefined {
+  return typeof value === 'string' && value !== '' ? value : undefined;
+}
+
+/** The pages of the people who decide: pending requests, one request, history. */
+@Controller('console')
+@Public()
+@UseGuards(ConsoleSessionGuard)
+@UseFilters(ConsoleExceptionFilter)
+export class ConsoleRequestsController {
+  constructor(
+    private readonly requests: ConsoleRequestsService,
+    private readonly views: ConsoleViews,
+  ) {}
+
+  @Get()
+  async pending(@CurrentSession() session: ActiveSession, @Query('mailbox') mailbox: unknown, @Res() res: Response) {
+    const mailboxId = textParam(mailbox);
+    const listing = await this.requests.pending(session.caller, mailboxId);
+    res.type('html').send(this.views.render('pending', { title: 'Pending requests', session, mailboxId, ...listing }));
+  }
+
+  @Get('history')
+  async history(
+    @CurrentSession() session: ActiveSession,
+    @Query('state') state: unknown,
+    @Query('mailbox') mailbox: unknown,
+    @Res() res: Response,
+  ) {
+    const [stateFilter, mailboxId] = [textParam(state), textParam(mailbox)];
+    const listing = await this.requests.history(session.caller, stateFilter, mailboxId);
+    res.type('html').send(
+      this.views.render('history', {
+        title: 'History',
+        session,
+        mailboxId,
+        state: stateFilter,
+        states: DECIDED_STATES,
+        ...listing,
+      }),
+    );
+  }
+
+  @Get('requests/:request_id')
+  async request(
+    @CurrentSession() session: ActiveSession,
+    @Param('request_id', new PathId('chk', 'request')) id: string,
+    @Query('notice') notice: unknown,
+    @Res() res: Response,
+  ) {
+    const shown = await this.requests.request(session.caller, id);
+    res.type('html').send(
+      this.views.render('request', {
+        title: shown.request.title,
+        session,
+        notice: notice === 'decided' || notice === 'already_decided' ? notice : undefined,
+        ...shown,
+      }),
+    );
+  }
+
+  @Post('requests/:request_id/approve')
+  approve(
+    @CurrentSession() session: ActiveSession,
+    @Param('request_id', new PathId('chk', 'request')) id: string,
+    @Body() body: Record<string, unknown>,
+    @Res() res: Response,
+  ) {
+    return this.decide(session, id, 'approved', body.reason, res);
+  }
+
+  @Post('requests/:request_id/reject')
+  reject(
+    @CurrentSession() session: ActiveSession,
+    @Param('request_id', new PathId('chk', 'request')) id: string,
+    @Body() body: Record<string, unknown>,
+    @Res() res: Response,
+  ) {
+    return this.decide(session, id, 'rejected', body.reason, res);
+  }
+
+  /** Post/redirect/get: the request page then shows the outcome, whoever decided. */
+  private async decide(session: ActiveSession, id: string, decision: ConsoleDecision, reason: unknown, res: Response) {
+    const outcome = await this.requests.decide(session.caller, id, decision, reason);
+    res.redirect(303, `/console/requests/${id}?notice=${outcome}`);
+  }
+}

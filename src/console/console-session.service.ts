@@ -1,0 +1,92 @@
+import { Injectable } from '@nestjs/common';
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { Caller } from '../auth/caller';
+import { CredentialRepository } from '../auth/credential.repository';
+import { TokenService } from '../auth/token.service';
+import { ConsoleSessionRepository } from './console-session.repository';
+
+/** How long a console session lasts at most; never beyond the expiry of its token. */
+export const SESSION_LIFETIME_MS = 12 * 3600 * 1000;
+
+/** A session found from its cookie: the credential as the database has it now, and its CSRF token. */
+export interface ActiveSession {
+  readonly caller: Caller;
+  readonly csrfToken: string;
+  /** The cookie's secret, so that sign-out can end exactly this session. */
+  readonly secret: string;
+}
+
+export type SessionLookup =
+  | { readonly kind: 'active'; readonly session: ActiveSession }
+  /** The cookie names a session that ran out of time, or whose credential lost its access. */
+  | { readonly kind: 'ended'; readonly why: 'expired' | 'access_ended' }
+  | { readonly kind: 'none' };
+
+export type SignInResult =
+  | { readonly ok: true; readonly secret: string; readonly expiresAt: Date }
+  | { readonly ok: false; readonly problem: 'unknown_token' | 'missing_scope' };
+
+/**
+ * Console sessions (SPEC 11): the cookie holds a random secret, the database only its SHA-256,
+ * so any replica serves any click and deleting the row ends the session everywhere. The session
+ * stores only the credential's id: scopes and mailboxes are read again at every request, so a
+ * revoked token ends its sessions at the next click. CSRF tokens are an HMAC of the session
+ * secret, which only this session's holder can present.
+ */
+@Injectable()
+export class ConsoleSessionService {
+  constructor(
+    private readonly sessions: ConsoleSessionRepository,
+    private readonly tokens: TokenService,
+    private readonly credentials: CredentialRepository,
+  ) {}
+
+  /** Starts a session for a pasted token that may decide approvals. */
+  async signInWithToken(tokenSecret: string): Promise<SignInResult> {
+    const caller = await this.tokens.authenticate(tokenSecret.trim());
+    if (!caller) return { ok: false, problem: 'unknown_token' };
+    if (!caller.hasScope('approvals:decide')) return { ok: false, problem: 'missing_scope' };
+    const secret = randomBytes(32).toString('base64url');
+    const limit = Date.now() + SESSION_LIFETIME_MS;
+    const expiresAt = new Date(caller.expiresAt ? Math.min(limit, caller.expiresAt.getTime()) : limit);
+    await this.sessions.insert({ secretHash: hashOf(secret), credentialId: caller.tokenId, expiresAt });
+    return { ok: true, secret, expiresAt };
+  }
+
+  async lookup(secret: string | undefined): Promise<SessionLookup> {
+    if (!secret) return { kind: 'none' };
+    const row = await this.sessions.findByHash(hashOf(secret));
+    if (!row) return { kind: 'none' };
+    if (row.expiresAt.getTime() <= Date.now()) {
+      await this.sessions.delete(row.secretHash);
+      return { kind: 'ended', why: 'expired' };
+    }
+    const caller = (await this.credentials.usable([row.credentialId])).get(row.credentialId);
+    if (!caller || !caller.hasScope('approvals:decide')) {
+      await this.sessions.delete(row.secretHash);
+      return { kind: 'ended', why: 'access_ended' };
+    }
+    return { kind: 'active', session: { caller, csrfToken: csrfTokenOf(secret), secret } };
+  }
+
+  /** Ends the session on every replica: they all read the same row. */
+  async signOut(secret: string): Promise<void> {
+    await this.sessions.delete(hashOf(secret));
+  }
+}
+
+/** Whether `presented` is the CSRF token of the session, compared in constant time. */
+export function isCsrfTokenOf(session: ActiveSession, presented: unknown): boolean {
+  if (typeof presented !== 'string') return false;
+  const expected = Buffer.from(session.csrfToken);
+  const given = Buffer.from(presented);
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+function csrfTokenOf(secret: string): string {
+  return createHmac('sha256', secret).update('alcarta-console-csrf').digest('base64url');
+}
+
+function hashOf(secret: string): string {
+  return createHash('sha256').update(secret).digest('hex');
+}
