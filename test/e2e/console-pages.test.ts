@@ -1,0 +1,379 @@
+import assert from 'node:assert/strict';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { createServer, Server } from 'node:http';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { Browser, BrowserContext, Page } from 'playwright-core';
+import { freePort } from '#app/common/net.js';
+import { launchChromium } from '../support/browser';
+import { callOk, connectMcp } from '../support/mcp';
+import { activeWaits } from '../support/metrics';
+import { createMailbox, createToken, startTestServer, TestServer } from '../support/test-server';
+import { waitFor } from '../support/wait-for';
+
+const SCREENSHOTS = join(process.cwd(), 'test-output', 'screenshots');
+const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
+const ONE_PIXEL_PNG =
+  'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=';
+
+/** Long enough for any wake-up on a busy machine, short enough to end as a result, not an SDK timeout. */
+const BLOCK = 50;
+
+/**
+ * SPEC 11, the approver console without OpenID Connect: sign-in by token, the pending list, a
+ * request page that shows an agent's draft sanitized in a sandboxed frame, decisions that release
+ * the agent's wait, decisions made elsewhere, CSRF, sign-out and ended sessions, accessibility (axe)
+ * and screenshots at desktop and phone widths. A real server, a real Chromium, the official MCP SDK.
+ */
+describe('console pages', () => {
+  let server: TestServer;
+  let browser: Browser | undefined;
+  let skipReason: string | undefined;
+  let imageHost: Server;
+  let imagePort: number;
+  let imageRequests = 0;
+  let mailbox: string;
+  let otherMailbox: string;
+  let approver: { id: string; secret: string };
+  let secondApprover: { id: string; secret: string };
+  let readOnly: { id: string; secret: string };
+  let agent: Client;
+  let first: BrowserContext;
+  let page: Page;
+  let emailRequest: string;
+  let approvalRequest: string;
+  let otherRequest: string;
+
+  const browserIt = (name: string, body: () => Promise<void>): void => {
+    it(name, async (t) => (skipReason ? t.skip(skipReason) : body()));
+  };
+  const url = (path: string) => `${server.url}${path}`;
+
+  /** A fresh browser context signed in through the form with `secret`. */
+  const signedIn = async (secret: string, options: { bypassCSP?: boolean } = {}) => {
+    const context = await browser!.newContext(options);
+    const p = await context.newPage();
+    await p.goto(url('/console'));
+    assert.equal(new URL(p.url()).pathname, '/console/sign-in');
+    await p.getByLabel('Token').fill(secret);
+    await p.getByRole('button', { name: 'Sign in' }).click();
+    await p.waitForURL(url('/console'));
+    return { context, page: p };
+  };
+  /** The session cookie of a context, as a Cookie header. */
+  const cookieHeader = async (context: BrowserContext) =>
+    (await context.cookies()).map((c) => `${c.name}=${c.value}`).join('; ');
+
+  before(async () => {
+    imagePort = await freePort();
+    imageHost = createServer((_req, res) => {
+      imageRequests++;
+      res.writeHead(200, { 'content-type': 'image/png' });
+      res.end();
+    });
+    await new Promise<void>((resolve) => imageHost.listen(imagePort, '127.0.0.1', resolve));
+    server = await startTestServer();
+    mailbox = await createMailbox(server.admin, `shop-${process.pid}@example.com`);
+    otherMailbox = await createMailbox(server.admin);
+    approver = await createToken(server.admin, {
+      name: 'Approver',
+      scopes: ['approvals:decide'],
+      mailboxes: [mailbox, otherMailbox],
+    });
+    secondApprover = await createToken(server.admin, { scopes: ['approvals:decide'], mailboxes: [mailbox] });
+    readOnly = await createToken(server.admin, { scopes: ['approvals:read'], mailboxes: [mailbox] });
+    const agentToken = await createToken(server.admin, {
+      scopes: ['mail:send', 'approvals:read'],
+      mailboxes: [mailbox, otherMailbox],
+    });
+    agent = await connectMcp(server.url, agentToken.secret);
+    const launched = await launchChromium();
+    if ('skip' in launched) skipReason = launched.skip;
+    else browser = launched.browser;
+  });
+
+  after(async () => {
+    await agent?.close();
+    await browser?.close();
+    await server?.close();
+    await new Promise((resolve) => imageHost?.close(resolve));
+  });
+
+  browserIt('refuses a token without approvals:decide with the form again, then signs in with one', async () => {
+    first = await browser!.newContext();
+    page = await first.newPage();
+    await page.goto(url('/console'));
+    assert.equal(new URL(page.url()).pathname, '/console/sign-in');
+
+    await page.getByLabel('Token').fill(readOnly.secret);
+    const refused = page.waitForResponse((r) => r.url() === url('/console/sign-in') && r.request().method() === 'POST');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    assert.equal((await refused).status(), 400);
+    assert.match(await page.getByRole('alert').innerText(), /approvals:decide/);
+    assert.deepEqual(await first.cookies(), []);
+
+    await page.getByLabel('Token').fill('alc_not-a-token');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    assert.match(await page.getByRole('alert').innerText(), /unknown, revoked or expired/);
+
+    await page.getByLabel('Token').fill(approver.secret);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.waitForURL(url('/console'));
+    assert.equal(await page.getByRole('heading', { level: 1 }).innerText(), 'Pending requests');
+    assert.match(await page.locator('.empty').innerText(), /Nothing is waiting for your decision/);
+
+    const [cookie] = await first.cookies();
+    assert.equal(cookie.httpOnly, true);
+    assert.equal(cookie.sameSite, 'Lax');
+    assert.equal(cookie.secure, false, 'plain-HTTP installation: no Secure flag');
+    assert.ok(!cookie.value.includes(approver.secret) && cookie.value.length >= 43);
+    const [row] = await server.db.query<{ credential_id: string; secret_hash: string; lifetime: number }>(
+      `SELECT credential_id, secret_hash, extract(epoch FROM expires_at - created_at) AS lifetime FROM console_sessions`,
+    );
+    assert.equal(row.credential_id, approver.id);
+    assert.notEqual(row.secret_hash, cookie.value, 'only the hash is stored');
+    assert.ok(Math.abs(Number(row.lifetime) - 12 * 3600) < 60);
+  });
+
+  browserIt('lists what agents asked over MCP, newest first, filtered by mailbox', async () => {
+    otherRequest = (await callOk(agent, 'request_approval', { mailbox_id: otherMailbox, title: 'Refund order 7781' }))
+      .request_id;
+    approvalRequest = (
+      await callOk(agent, 'request_approval', {
+        mailbox_id: mailbox,
+        title: 'Ship release 4.2',
+        details: 'Changelog:\n- faster waits',
+      })
+    ).request_id;
+    emailRequest = (
+      await callOk(agent, 'send_email', {
+        mailbox_id: mailbox,
+        to: ['customer@example.org'],
+        cc: ['boss@example.org'],
+        subject: 'Your refund',
+        text: 'Hello, your refund is on its way.',
+        html:
+          '<p>Hello <b>there</b></p>' +
+          '<script>document.body.setAttribute("data-ran", "yes")</script>' +
+          `<img src="http://127.0.0.1:${imagePort}/pixel.png" alt="tracker">` +
+          `<img src="${ONE_PIXEL_PNG}" alt="logo">` +
+          '<a href="javascript:alert(1)" onclick="alert(2)">click</a>',
+      })
+    ).request_id;
+
+    await page.goto(url('/console'));
+    const links = page.locator('.requests li > a');
+    assert.deepEqual(await links.allInnerTexts(), [
+      'Send email "Your refund" to customer@example.org',
+      'Ship release 4.2',
+      'Refund order 7781',
+    ]);
+    assert.equal(await links.first().getAttribute('href'), `/console/requests/${emailRequest}`);
+
+    await page.getByLabel('Mailbox').selectOption(otherMailbox);
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await page.waitForURL(url(`/console?mailbox=${otherMailbox}`));
+    assert.deepEqual(await page.locator('.requests li > a').allInnerTexts(), ['Refund order 7781']);
+
+    const hidden = await createMailbox(server.admin);
+    const notReached = await page.goto(url(`/console?mailbox=${hidden}`));
+    assert.equal(notReached!.status(), 404, 'a mailbox the credential does not reach is not found');
+  });
+
+  browserIt('shows the draft with its HTML sanitized in a sandboxed frame, times in the browser', async () => {
+    await page.goto(url('/console'));
+    await page.getByRole('link', { name: 'Send email "Your refund" to customer@example.org' }).click();
+    await page.waitForURL(url(`/console/requests/${emailRequest}`));
+    const facts = await page.locator('dl.facts').first().innerText();
+    assert.match(facts, new RegExp(`shop-${process.pid}@example.com`));
+    assert.match(facts, /tok_/);
+    const draft = await page.locator('section[aria-labelledby="draft-heading"]').innerText();
+    for (const part of ['customer@example.org', 'boss@example.org', 'Your refund', 'your refund is on its way']) {
+      assert.ok(draft.includes(part), `draft shows ${part}`);
+    }
+    const time = page.locator('time').first();
+    assert.doesNotMatch(await time.innerText(), /UTC$/, 'console.js rewrote the time for the browser');
+
+    const iframe = page.locator('iframe.draft-html');
+    assert.equal(await iframe.getAttribute('sandbox'), '');
+    const frame = page.frameLocator('iframe.draft-html');
+    assert.equal(await frame.locator('p').innerText(), 'Hello there');
+    assert.equal(await frame.locator('script').count(), 0);
+    assert.equal(await frame.locator('body[data-ran]').count(), 0);
+    assert.equal(await frame.locator('img').count(), 1);
+    assert.equal(await frame.locator('img').getAttribute('src'), ONE_PIXEL_PNG);
+    assert.equal(await frame.locator('[onclick], a[href^="javascript"]').count(), 0);
+    assert.equal(imageRequests, 0, 'the remote image was never fetched');
+  });
+
+  browserIt('approving releases the agent’s monitor_approval; a second approver sees who decided', async () => {
+    const second = await signedIn(secondApprover.secret);
+    await second.page.goto(url(`/console/requests/${emailRequest}`));
+
+    const waiting = callOk(agent, 'monitor_approval', { request_id: emailRequest, timeout_seconds: BLOCK });
+    await waitFor('the agent’s parked wait', async () => (await activeWaits(server.url, 'request')) === 1);
+
+    await page.getByLabel('Reason (optional)').fill('Refund confirmed by accounting.');
+    await page.getByRole('button', { name: 'Approve' }).click();
+    await page.waitForURL(url(`/console/requests/${emailRequest}?notice=decided`));
+    assert.match(await page.getByRole('status').innerText(), /Your decision was recorded/);
+    assert.equal(await page.locator('.decided-by').innerText(), approver.id);
+
+    const result = await waiting;
+    assert.equal(result.matched, true);
+    assert.deepEqual(
+      result.requests.map((r: { request_id: string; state: string }) => [r.request_id, r.state]),
+      [[emailRequest, 'approved']],
+    );
+    const stored = await callOk(agent, 'get_request', { request_id: emailRequest });
+    assert.equal(stored.decided_by, approver.id);
+    assert.equal(stored.reason, 'Refund confirmed by accounting.');
+
+    // The second approver's page is stale: their click finds the request decided, not an error.
+    await second.page.getByRole('button', { name: 'Approve' }).click();
+    await second.page.waitForURL(url(`/console/requests/${emailRequest}?notice=already_decided`));
+    assert.match(await second.page.getByRole('status').innerText(), /already decided by someone else/);
+    assert.equal(await second.page.locator('.decided-by').innerText(), approver.id);
+    assert.equal((await callOk(agent, 'get_request', { request_id: emailRequest })).decided_by, approver.id);
+    await second.context.close();
+  });
+
+  browserIt('history lists decided requests, filtered by outcome and mailbox', async () => {
+    await page.goto(url(`/console/requests/${otherRequest}`));
+    await page.getByRole('button', { name: 'Reject' }).click();
+    await page.waitForURL(url(`/console/requests/${otherRequest}?notice=decided`));
+
+    await page.getByRole('link', { name: 'History' }).click();
+    await page.waitForURL(url('/console/history'));
+    const titles = () => page.locator('.requests li > a').allInnerTexts();
+    // Newest requests first, as in the pending list.
+    assert.deepEqual(await titles(), ['Send email "Your refund" to customer@example.org', 'Refund order 7781']);
+    await page.getByLabel('Outcome').selectOption('rejected');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await page.waitForURL(/state=rejected/);
+    assert.deepEqual(await titles(), ['Refund order 7781']);
+    await page.getByLabel('Outcome').selectOption('');
+    await page.getByLabel('Mailbox').selectOption(mailbox);
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await page.waitForURL(new RegExp(`mailbox=${mailbox}`));
+    assert.deepEqual(await titles(), ['Send email "Your refund" to customer@example.org']);
+    await page.getByLabel('Outcome').selectOption('cancelled');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await page.waitForURL(/state=cancelled/);
+    assert.match(await page.locator('.empty').innerText(), /No decided requests/);
+  });
+
+  browserIt('a POST without the session’s CSRF token is refused', async () => {
+    const cookie = await cookieHeader(first);
+    const post = (body: string) =>
+      fetch(url(`/console/requests/${approvalRequest}/reject`), {
+        method: 'POST',
+        redirect: 'manual',
+        headers: { cookie, 'content-type': 'application/x-www-form-urlencoded' },
+        body,
+      });
+    const missing = await post('reason=forged');
+    assert.equal(missing.status, 403);
+    assert.match(await missing.text(), /This form was refused/);
+    assert.equal((await post('reason=forged&_csrf=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA')).status, 403);
+    assert.equal((await post('reason=forged&_csrf=short')).status, 403);
+    assert.equal((await callOk(agent, 'get_request', { request_id: approvalRequest })).state, 'pending');
+
+    const token = await page
+      .goto(url(`/console/requests/${approvalRequest}`))
+      .then(() => page.locator('input[name="_csrf"]').first().getAttribute('value'));
+    const accepted = await post(`reason=real&_csrf=${encodeURIComponent(token!)}`);
+    assert.equal(accepted.status, 303);
+    assert.equal((await callOk(agent, 'get_request', { request_id: approvalRequest })).state, 'rejected');
+
+    const signedOut = await fetch(url('/console'), { redirect: 'manual' });
+    assert.equal(signedOut.status, 303);
+    assert.equal(signedOut.headers.get('location'), '/console/sign-in');
+  });
+
+  browserIt('pages have no serious or critical axe violations; screenshots at 1280 and 375 px', async () => {
+    const pending = (
+      await callOk(agent, 'send_email', {
+        mailbox_id: mailbox,
+        to: ['partner@example.org'],
+        subject: 'Quarterly figures',
+        text: 'Dear partner,\n\nthe figures for Q4 are attached.\n\nRegards',
+        html: `<p>Dear partner,</p><p>the figures for <b>Q4</b> are attached.</p><img src="${ONE_PIXEL_PNG}" alt="">`,
+      })
+    ).request_id as string;
+    await callOk(agent, 'request_approval', {
+      mailbox_id: otherMailbox,
+      title: 'Delete the staging database',
+      details: 'It has not been used since March.',
+    });
+    // The scan only: bypassCSP lets axe's source be added as a script; the pages themselves are unchanged.
+    const scan = await browser!.newContext({ bypassCSP: true });
+    const [cookie] = await first.cookies();
+    await scan.addCookies([cookie]);
+    const p = await scan.newPage();
+    const pages = {
+      'sign-in': '/console/sign-in',
+      pending: '/console',
+      request: `/console/requests/${pending}`,
+      decided: `/console/requests/${emailRequest}`,
+      history: '/console/history',
+    };
+    mkdirSync(SCREENSHOTS, { recursive: true });
+    for (const [name, path] of Object.entries(pages)) {
+      for (const width of [1280, 375]) {
+        await p.setViewportSize({ width, height: 900 });
+        await p.goto(url(path));
+        await p.addScriptTag({ content: AXE_SOURCE });
+        const violations = await p.evaluate(async () => {
+          const axe = (globalThis as any).axe;
+          const result = await axe.run({ exclude: [] }, { iframes: false });
+          return result.violations
+            .filter((v: any) => v.impact === 'serious' || v.impact === 'critical')
+            .map((v: any) => `${v.id}: ${v.nodes.map((n: any) => n.target.join(' ')).join(', ')}`);
+        });
+        assert.deepEqual(violations, [], `${name} at ${width} px`);
+        if (name === 'pending' || name === 'request') {
+          if (name === 'request') await p.frameLocator('iframe.draft-html').locator('p').first().waitFor();
+          await p.screenshot({ path: join(SCREENSHOTS, `console-${name}-${width}.png`), fullPage: true });
+        }
+      }
+    }
+    await scan.close();
+  });
+
+  browserIt('signing out ends the session on the server', async () => {
+    const cookie = await cookieHeader(first);
+    await page.goto(url('/console'));
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.waitForURL(url('/console/sign-in?signed_out=1'));
+    assert.match(await page.getByRole('status').innerText(), /signed out/);
+    assert.deepEqual(await first.cookies(), []);
+    const replay = await fetch(url('/console'), { redirect: 'manual', headers: { cookie } });
+    assert.equal(replay.status, 303, 'the old cookie names no session any more');
+    assert.deepEqual(
+      await server.db.query(`SELECT 1 FROM console_sessions WHERE credential_id = $1`, [approver.id]),
+      [],
+    );
+  });
+
+  browserIt('an expired session and a revoked token each end with a clear page', async () => {
+    const expiring = await signedIn(approver.secret);
+    await server.db.query(
+      `UPDATE console_sessions SET expires_at = now() - interval '1 second' WHERE credential_id = $1`,
+      [approver.id],
+    );
+    const expired = await expiring.page.goto(url('/console'));
+    assert.equal(expired!.status(), 401);
+    assert.equal(await expiring.page.getByRole('heading', { level: 1 }).innerText(), 'Your session expired');
+    await expiring.page.getByRole('link', { name: 'Sign in again' }).click();
+    await expiring.page.waitForURL(url('/console/sign-in'));
+    await expiring.context.close();
+
+    const revoked = await signedIn(secondApprover.secret);
+    assert.equal((await server.admin.delete(`/v1/tokens/${secondApprover.id}`)).status, 204);
+    await revoked.page.goto(url('/console/history'));
+    assert.equal(await revoked.page.getByRole('heading', { level: 1 }).innerText(), 'Your session ended');
+    await revoked.context.close();
+  });
+});
