@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
-import { Repository } from 'typeorm';
+import { LessThan, Repository } from 'typeorm';
 import { ConsoleSessionEntity } from './console-session.entity';
 
 @Injectable()
@@ -17,5 +17,9 @@ export class ConsoleSessionRepository {
 
   async delete(secretHash: string): Promise<void> {
     await this.sessions.delete({ secretHash });
+  }
+
+  async deleteExpiredBefore(moment: Date): Promise<void> {
+    await this.sessions.delete({ expiresAt: LessThan(moment) });
   }
 }

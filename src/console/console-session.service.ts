@@ -50,6 +50,9 @@ export class ConsoleSessionService {
     const limit = Date.now() + SESSION_LIFETIME_MS;
     const expiresAt = new Date(caller.expiresAt ? Math.min(limit, caller.expiresAt.getTime()) : limit);
     await this.sessions.insert({ secretHash: hashOf(secret), credentialId: caller.tokenId, expiresAt });
+    // Sessions nobody came back to: kept one lifetime past their expiry (so a returning person
+    // is told it expired), then removed here, which keeps the table small without a sweeper.
+    await this.sessions.deleteExpiredBefore(new Date(Date.now() - SESSION_LIFETIME_MS));
     return { ok: true, secret, expiresAt };
   }
 

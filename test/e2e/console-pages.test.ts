@@ -335,7 +335,11 @@ describe('console pages', () => {
         assert.deepEqual(violations, [], `${name} at ${width} px`);
         if (name === 'pending' || name === 'request') {
           if (name === 'request') await p.frameLocator('iframe.draft-html').locator('p').first().waitFor();
-          await p.screenshot({ path: join(SCREENSHOTS, `console-${name}-${width}.png`), fullPage: true });
+          // A viewport as tall as the page instead of fullPage: Chromium leaves the sandboxed frame
+          // blank in a full-page capture when it starts below the viewport.
+          const height = Number(await p.evaluate('document.documentElement.scrollHeight'));
+          await p.setViewportSize({ width, height });
+          await p.screenshot({ path: join(SCREENSHOTS, `console-${name}-${width}.png`) });
         }
       }
     }
@@ -375,5 +379,35 @@ describe('console pages', () => {
     await revoked.page.goto(url('/console/history'));
     assert.equal(await revoked.page.getByRole('heading', { level: 1 }).innerText(), 'Your session ended');
     await revoked.context.close();
+  });
+});
+
+describe('console sessions behind HTTPS', () => {
+  let server: TestServer;
+
+  before(async () => {
+    server = await startTestServer({ env: { ALCARTA_PUBLIC_URL: 'https://alcarta.example' } });
+  });
+  after(() => server?.close());
+
+  it('sets the session cookie Secure, HttpOnly and SameSite=Lax, never beyond the token’s expiry', async () => {
+    const mailbox = await createMailbox(server.admin);
+    const expiresAt = new Date(Date.now() + 3600_000);
+    const token = await createToken(server.admin, {
+      scopes: ['approvals:decide'],
+      mailboxes: [mailbox],
+      expires_at: expiresAt.toISOString(),
+    });
+    const res = await fetch(`${server.url}/console/sign-in`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: `token=${encodeURIComponent(token.secret)}`,
+    });
+    assert.equal(res.status, 303);
+    const cookie = res.headers.get('set-cookie') ?? '';
+    assert.match(cookie, /^alcarta_console=[^;]+; Path=\/console; Expires=[^;]+; HttpOnly; Secure; SameSite=Lax$/);
+    const [row] = await server.db.query<{ expires_at: Date }>(`SELECT expires_at FROM console_sessions`);
+    assert.ok(Math.abs(row.expires_at.getTime() - expiresAt.getTime()) < 1000, 'the session ends with its token');
   });
 });
