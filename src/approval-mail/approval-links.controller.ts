@@ -3,7 +3,7 @@ import { Response } from 'express';
 import { Public } from '../auth/auth.decorators';
 import { repairText } from '../common/text-safety';
 import { ConsoleViews } from '../console/console-views';
-import { LinkDecision, LinkLookup, ApprovalLinksService } from './approval-links.service';
+import { ApprovalLinksService, LinkLookup } from './approval-links.service';
 
 const MAX_REASON = 2000;
 
@@ -47,9 +47,14 @@ export class ApprovalLinksController {
     const decision = body?.decision;
     const reason = typeof body?.reason === 'string' ? repairText(body.reason).trim() : '';
     if ((decision !== 'approved' && decision !== 'rejected') || reason.length > MAX_REASON) {
-      return this.notice(res, 400, 'Not understood', `Choose Approve or Reject; a reason has at most ${MAX_REASON} characters.`);
+      return this.notice(
+        res,
+        400,
+        'Not understood',
+        `Choose Approve or Reject; a reason has at most ${MAX_REASON} characters.`,
+      );
     }
-    const outcome = await this.links.decide(token, decision as LinkDecision, reason === '' ? null : reason);
+    const outcome = await this.links.decide(token, decision, reason === '' ? null : reason);
     if (!('ok' in outcome)) return this.refuse(res, outcome);
     const verb = outcome.request.state === 'approved' ? 'approved' : 'rejected';
     this.notice(res, 200, `Request ${verb}`, `You ${verb} “${outcome.request.title}”. You can close this page.`);
@@ -58,13 +63,33 @@ export class ApprovalLinksController {
   private refuse(res: Response, refusal: Exclude<LinkLookup, { ok: true }>): void {
     switch (refusal.kind) {
       case 'unknown':
-        return this.notice(res, 404, 'Unknown link', 'This link is not known here. Use the link from your approval mail.');
+        return this.notice(
+          res,
+          404,
+          'Unknown link',
+          'This link is not known here. Use the link from your approval mail.',
+        );
       case 'expired':
-        return this.notice(res, 410, 'Link expired', 'The request expired, and this link with it. Nothing was decided.');
+        return this.notice(
+          res,
+          410,
+          'Link expired',
+          'The request expired, and this link with it. Nothing was decided.',
+        );
       case 'used':
-        return this.notice(res, 410, 'Link already used', `This link has been used: the request is ${stateText(refusal)}.`);
+        return this.notice(
+          res,
+          410,
+          'Link already used',
+          `This link has been used: the request is ${stateText(refusal)}.`,
+        );
       case 'decided':
-        return this.notice(res, 409, 'Already decided', `The request was decided elsewhere: it is ${stateText(refusal)}.`);
+        return this.notice(
+          res,
+          409,
+          'Already decided',
+          `The request was decided elsewhere: it is ${stateText(refusal)}.`,
+        );
     }
   }
 

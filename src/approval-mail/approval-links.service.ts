@@ -68,7 +68,12 @@ export class ApprovalLinksService {
  * link was mailed to as `decided_by` (carried the way an OAuth principal's email is).
  */
 function approverCaller(link: ApprovalLinkEntity): Caller {
-  return new Caller(`approval-link:${link.tokenHash.slice(0, 12)}`, new Set(['approvals:decide']), [link.request!.mailboxId], {
-    principal: { issuer: 'approval-link', subject: link.email, clientId: null, email: link.email },
-  });
+  return new Caller(
+    `approval-link:${link.tokenHash.slice(0, 12)}`,
+    new Set(['approvals:decide']),
+    [link.request!.mailboxId],
+    {
+      principal: { issuer: 'approval-link', subject: link.email, clientId: null, email: link.email },
+    },
+  );
 }

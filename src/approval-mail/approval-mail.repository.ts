@@ -68,5 +68,4 @@ export class ApprovalMailRepository {
     );
     return row?.ms === null || row?.ms === undefined ? undefined : Math.max(0, Number(row.ms));
   }
-
 }

@@ -17,7 +17,11 @@ export class MailboxApproverRepository {
   async replace(mailboxId: string, emails: readonly string[]): Promise<void> {
     await this.dataSource.transaction(async (manager) => {
       await manager.delete(MailboxApproverEntity, { mailboxId });
-      if (emails.length > 0) await manager.insert(MailboxApproverEntity, emails.map((email) => ({ mailboxId, email })));
+      if (emails.length > 0)
+        await manager.insert(
+          MailboxApproverEntity,
+          emails.map((email) => ({ mailboxId, email })),
+        );
     });
   }
 }

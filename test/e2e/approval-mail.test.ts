@@ -82,7 +82,11 @@ describe('approval by email', () => {
     relay = await TestSmtpRelay.start();
     server = await startTestServer({
       ownPublicUrl: true,
-      env: { ALCARTA_SMTP_RELAY_URL: relay.url, ALCARTA_SMTP_RETRY_BASE_SECONDS: '1', ALCARTA_EXPIRY_SWEEP_SECONDS: '1' },
+      env: {
+        ALCARTA_SMTP_RELAY_URL: relay.url,
+        ALCARTA_SMTP_RETRY_BASE_SECONDS: '1',
+        ALCARTA_EXPIRY_SWEEP_SECONDS: '1',
+      },
     });
     mailboxId = await createMailbox(server.admin);
     otherMailboxId = await createMailbox(server.admin);
@@ -109,7 +113,9 @@ describe('approval by email', () => {
     const mailbox = await createMailbox(server.admin);
     const path = `/v1/mailboxes/${mailbox}/approvers`;
     assert.deepEqual((await server.admin.get(path)).body, { mailbox_id: mailbox, emails: [] });
-    const first = await server.admin.request('PUT', path, { emails: ['B@Example.org', 'a@example.org', 'b@example.org'] });
+    const first = await server.admin.request('PUT', path, {
+      emails: ['B@Example.org', 'a@example.org', 'b@example.org'],
+    });
     assert.equal(first.status, 200, JSON.stringify(first.body));
     assert.deepEqual(first.body, { mailbox_id: mailbox, emails: ['a@example.org', 'b@example.org'] });
     const replaced = await server.admin.request('PUT', path, { emails: ['c@example.org'] });
@@ -153,7 +159,10 @@ describe('approval by email', () => {
     await waitFor('the parked monitor_approval', async () => (await activeWaits(server.url, 'request')) === 1);
 
     const mails = await mailsOfAllApprovers(requestId);
-    assert.deepEqual(mails.map((m) => m.to).sort(), approvers.map((a) => [a]));
+    assert.deepEqual(
+      mails.map((m) => m.to).sort(),
+      approvers.map((a) => [a]),
+    );
     for (const mail of mails) {
       assert.match(mail.subject, /Ship release 4\.2/);
       assert.match(mail.text, /Tagged v4\.2\.0/);
