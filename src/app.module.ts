@@ -1,5 +1,6 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { APP_FILTER } from '@nestjs/core';
+import { ApprovalMailModule } from './approval-mail/approval-mail.module';
 import { ApprovalsModule } from './approvals/approvals.module';
 import { AuthModule } from './auth/auth.module';
 import { AlcartaConfigModule, ConfigOptions } from './config/config.module';
@@ -44,6 +45,7 @@ export class AppModule {
         McpModule,
         DeliveryModule,
         ConsoleModule,
+        ApprovalMailModule,
         HealthModule,
         MetricsModule,
       ],

@@ -39,6 +39,12 @@ export interface NewEmail {
 type Decision = 'approved' | 'rejected' | 'cancelled';
 
 /**
+ * Runs inside the transaction that creates a request, so what it writes commits (or rolls back)
+ * with the request: approval by email queues its mails here (SPEC 11).
+ */
+export type RequestCreatedHook = (manager: EntityManager, request: ApprovalRequestEntity) => Promise<void>;
+
+/**
  * The life of an approval request: pending → approved | rejected | expired | cancelled. Every
  * transition happens under the request's row lock, appends its event and rings the doorbell in the
  * same transaction. A request past its expiry is expired by whoever touches it first (a reader, a
@@ -46,6 +52,8 @@ type Decision = 'approved' | 'rejected' | 'cancelled';
  */
 @Injectable()
 export class ApprovalService {
+  private readonly createdHooks: RequestCreatedHook[] = [];
+
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
     private readonly requests: ApprovalRequestRepository,
@@ -54,6 +62,11 @@ export class ApprovalService {
     private readonly outbox: OutboxService,
     private readonly eventLog: EventLog,
   ) {}
+
+  /** Lets another module act on every new request without approvals depending on it. */
+  onCreated(hook: RequestCreatedHook): void {
+    this.createdHooks.push(hook);
+  }
 
   async requestApproval(caller: Caller, input: NewApproval) {
     await this.mailboxes.getVisible(caller, input.mailboxId);
@@ -220,6 +233,7 @@ export class ApprovalService {
         previous_state: null,
         changed_at: created.createdAt.toISOString(),
       });
+      for (const hook of this.createdHooks) await hook(manager, created);
       return created;
     });
     return createdRequestView(request);

@@ -1,4 +1,5 @@
 import { ApprovalLinkEntity } from '../approval-mail/approval-link.entity';
+import { ApprovalMailEntity } from '../approval-mail/approval-mail.entity';
 import { MailboxApproverEntity } from '../approval-mail/mailbox-approver.entity';
 import { ApprovalRequestEntity } from '../approvals/approval-request.entity';
 import { GrantEntity } from '../auth/grant.entity';
@@ -31,4 +32,5 @@ export const ENTITIES = [
   ConsoleSessionEntity,
   MailboxApproverEntity,
   ApprovalLinkEntity,
+  ApprovalMailEntity,
 ];

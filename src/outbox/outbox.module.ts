@@ -10,11 +10,14 @@ import { OutboxService } from './outbox.service';
 import { OutboxWorker } from './outbox.worker';
 import { SmtpRelay } from './smtp-relay';
 
-/** Outbound mail: the delivery jobs of approved messages and the worker that sends them. */
+/**
+ * Outbound mail: the delivery jobs of approved messages and the worker that sends them. The relay
+ * is shared with approval by email, whose mails are not messages of a mailbox.
+ */
 @Module({
   imports: [TypeOrmModule.forFeature([OutboundDeliveryEntity]), MailModule, EventsModule],
   controllers: [OutboxController],
   providers: [OutboundDeliveryRepository, OutboxService, OutboxWorker, SmtpRelay, OutboxMetrics],
-  exports: [OutboxService, OutboxWorker],
+  exports: [OutboxService, OutboxWorker, SmtpRelay],
 })
 export class OutboxModule {}

@@ -1,0 +1,23 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource, EntityManager, IsNull } from 'typeorm';
+import { ApprovalLinkEntity } from './approval-link.entity';
+
+@Injectable()
+export class ApprovalLinkRepository {
+  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+
+  async insert(link: ApprovalLinkEntity, manager: EntityManager = this.dataSource.manager): Promise<void> {
+    await manager.insert(ApprovalLinkEntity, link);
+  }
+
+  /** The link with this token hash and its request. */
+  findWithRequest(tokenHash: string): Promise<ApprovalLinkEntity | null> {
+    return this.dataSource.manager.findOne(ApprovalLinkEntity, { where: { tokenHash }, relations: { request: true } });
+  }
+
+  /** Every still unused link of the request is spent: one decision per request, whoever made it. */
+  async markRequestUsed(requestId: string): Promise<void> {
+    await this.dataSource.manager.update(ApprovalLinkEntity, { requestId, usedAt: IsNull() }, { usedAt: new Date() });
+  }
+}

@@ -1,0 +1,103 @@
+import { Body, Controller, Get, Param, Post, Res } from '@nestjs/common';
+import { Response } from 'express';
+import { Public } from '../auth/auth.decorators';
+import { repairText } from '../common/text-safety';
+import { ConsoleViews } from '../console/console-views';
+import { ApprovalLinksService, LinkLookup } from './approval-links.service';
+
+const MAX_REASON = 2000;
+
+/**
+ * The page an approval mail links to (SPEC 11). No session: the token in the path is the
+ * capability. GET only shows the request and a form; the form's POST decides. Every refusal is a
+ * plain page with a 4xx status.
+ */
+@Controller('console/links')
+export class ApprovalLinksController {
+  constructor(
+    private readonly links: ApprovalLinksService,
+    private readonly views: ConsoleViews,
+  ) {}
+
+  @Public()
+  @Get(':token')
+  async show(@Param('token') token: string, @Res() res: Response): Promise<void> {
+    const found = await this.links.look(token);
+    if (!('ok' in found)) return this.refuse(res, found);
+    const { link, request } = found;
+    res.type('html').send(
+      this.views.render('links/confirm', {
+        title: 'Decide a request',
+        email: link.email,
+        mailboxId: request.mailboxId,
+        request,
+        expiresAt: request.expiresAt.toISOString(),
+        action: `/console/links/${encodeURIComponent(token)}`,
+      }),
+    );
+  }
+
+  @Public()
+  @Post(':token')
+  async decide(
+    @Param('token') token: string,
+    @Body() body: Record<string, unknown> | undefined,
+    @Res() res: Response,
+  ): Promise<void> {
+    const decision = body?.decision;
+    const reason = typeof body?.reason === 'string' ? repairText(body.reason).trim() : '';
+    if ((decision !== 'approved' && decision !== 'rejected') || reason.length > MAX_REASON) {
+      return this.notice(
+        res,
+        400,
+        'Not understood',
+        `Choose Approve or Reject; a reason has at most ${MAX_REASON} characters.`,
+      );
+    }
+    const outcome = await this.links.decide(token, decision, reason === '' ? null : reason);
+    if (!('ok' in outcome)) return this.refuse(res, outcome);
+    const verb = outcome.request.state === 'approved' ? 'approved' : 'rejected';
+    this.notice(res, 200, `Request ${verb}`, `You ${verb} “${outcome.request.title}”. You can close this page.`);
+  }
+
+  private refuse(res: Response, refusal: Exclude<LinkLookup, { ok: true }>): void {
+    switch (refusal.kind) {
+      case 'unknown':
+        return this.notice(
+          res,
+          404,
+          'Unknown link',
+          'This link is not known here. Use the link from your approval mail.',
+        );
+      case 'expired':
+        return this.notice(
+          res,
+          410,
+          'Link expired',
+          'The request expired, and this link with it. Nothing was decided.',
+        );
+      case 'used':
+        return this.notice(
+          res,
+          410,
+          'Link already used',
+          `This link has been used: the request is ${stateText(refusal)}.`,
+        );
+      case 'decided':
+        return this.notice(
+          res,
+          409,
+          'Already decided',
+          `The request was decided elsewhere: it is ${stateText(refusal)}.`,
+        );
+    }
+  }
+
+  private notice(res: Response, status: number, title: string, message: string): void {
+    res.status(status).type('html').send(this.views.render('links/notice', { title, message }));
+  }
+}
+
+function stateText(r: { state: string; decidedBy: string | null }): string {
+  return r.decidedBy ? `${r.state} by ${r.decidedBy}` : r.state;
+}

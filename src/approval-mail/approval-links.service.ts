@@ -1,0 +1,79 @@
+import { Injectable } from '@nestjs/common';
+import { ApprovalRequestEntity } from '../approvals/approval-request.entity';
+import { ApprovalService } from '../approvals/approval.service';
+import { Caller } from '../auth/caller';
+import { AlcartaError } from '../common/errors';
+import { ApprovalLinkEntity } from './approval-link.entity';
+import { ApprovalLinkRepository } from './approval-link.repository';
+import { linkTokenHash } from './approval-mail.service';
+
+export type LinkDecision = 'approved' | 'rejected';
+
+/** Why a link cannot decide: each gets its own plain page and 4xx status. */
+export type LinkRefusal =
+  | { kind: 'unknown' }
+  | { kind: 'used'; state: string; decidedBy: string | null }
+  | { kind: 'expired' }
+  | { kind: 'decided'; state: string; decidedBy: string | null };
+
+export type LinkLookup = { ok: true; link: ApprovalLinkEntity; request: ApprovalRequestEntity } | LinkRefusal;
+
+/**
+ * Approval by email (SPEC 11), the deciding half. The link token is the capability: whoever holds
+ * it may decide that one request, as the approver it was mailed to, once. Looking at a link never
+ * changes anything (mail scanners open links); only `decide`, the POST of its page, does.
+ */
+@Injectable()
+export class ApprovalLinksService {
+  constructor(
+    private readonly links: ApprovalLinkRepository,
+    private readonly approvals: ApprovalService,
+  ) {}
+
+  /** What the link's page shows: the request to confirm, or why the link no longer works. */
+  async look(token: string): Promise<LinkLookup> {
+    const link = await this.links.findWithRequest(linkTokenHash(token));
+    if (!link?.request) return { kind: 'unknown' };
+    const request = link.request;
+    if (request.state === 'expired' || link.expiresAt.getTime() <= Date.now()) return { kind: 'expired' };
+    if (link.usedAt) return { kind: 'used', state: request.state, decidedBy: request.decidedBy };
+    if (request.state !== 'pending') return { kind: 'decided', state: request.state, decidedBy: request.decidedBy };
+    return { ok: true, link, request };
+  }
+
+  /**
+   * Decides the link's request as its approver, then spends every link of the request. A request
+   * decided meanwhile (another approver, the console, the API) or expired is refused, not an error.
+   */
+  async decide(token: string, decision: LinkDecision, reason: string | null): Promise<LinkLookup> {
+    const found = await this.look(token);
+    if (!('ok' in found)) return found;
+    const { link } = found;
+    try {
+      const decided = await this.approvals.decide(approverCaller(link), link.requestId, decision, reason);
+      await this.links.markRequestUsed(link.requestId);
+      return { ...found, request: { ...found.request, state: decided.state, decidedBy: decided.decided_by ?? null } };
+    } catch (err) {
+      if (!(err instanceof AlcartaError) || err.reason !== 'request_not_pending') throw err;
+      await this.links.markRequestUsed(link.requestId);
+      const now = await this.look(token);
+      // The request was not pending: `look` now names why (it cannot answer ok).
+      return 'ok' in now ? { kind: 'used', state: now.request.state, decidedBy: now.request.decidedBy } : now;
+    }
+  }
+}
+
+/**
+ * The approver as ApprovalService sees it: one mailbox, the right to decide, and the address the
+ * link was mailed to as `decided_by` (carried the way an OAuth principal's email is).
+ */
+function approverCaller(link: ApprovalLinkEntity): Caller {
+  return new Caller(
+    `approval-link:${link.tokenHash.slice(0, 12)}`,
+    new Set(['approvals:decide']),
+    [link.request!.mailboxId],
+    {
+      principal: { issuer: 'approval-link', subject: link.email, clientId: null, email: link.email },
+    },
+  );
+}

@@ -1,0 +1,62 @@
+import { ApprovalRequestEntity } from '../approvals/approval-request.entity';
+import { OutboundMessageFields } from '../outbox/outbound-mail';
+
+/** A header value on one line (titles are text an agent wrote). */
+function oneLine(text: string): string {
+  return text.replace(/[\r\n\t]+/g, ' ').trim();
+}
+
+/**
+ * The mail that asks `approver` to decide `request`, from the request's mailbox: a plain-text
+ * summary and the one link to the confirmation page, where the approver approves or rejects.
+ * Plain text only: nothing in it can load or run anything in the approver's mail client.
+ */
+export function approvalMail(
+  request: ApprovalRequestEntity,
+  mailboxAddress: string,
+  approver: string,
+  linkUrl: string,
+  now: Date,
+): OutboundMessageFields {
+  const lines = [
+    `An agent of ${mailboxAddress} asks for your decision.`,
+    '',
+    `Request: ${request.title}`,
+    ...(request.details ? ['', request.details] : []),
+  ];
+  if (request.email) {
+    const draft = request.email;
+    lines.push(
+      '',
+      'The email it wants to send:',
+      `  From: ${draft.from}`,
+      `  To: ${draft.to.join(', ')}`,
+      ...(draft.cc.length > 0 ? [`  Cc: ${draft.cc.join(', ')}`] : []),
+      `  Subject: ${draft.subject}`,
+      '',
+      ...draft.text.split(/\r?\n/).map((l) => `  ${l}`),
+    );
+  }
+  lines.push(
+    '',
+    `Request id: ${request.id}`,
+    `Expires: ${request.expiresAt.toISOString()}`,
+    '',
+    'To approve or reject it, open this link. The page asks you to confirm; opening it decides nothing.',
+    linkUrl,
+    '',
+    'The link is for you alone and works once, until the request expires or someone decides it.',
+  );
+  return {
+    from: mailboxAddress,
+    to: [approver],
+    cc: [],
+    subject: oneLine(`Approval needed: ${request.title}`).slice(0, 200),
+    text: lines.join('\n'),
+    html: null,
+    messageIdHeader: null,
+    inReplyTo: null,
+    references: [],
+    receivedAt: now,
+  };
+}

@@ -1,0 +1,108 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { Injectable, OnModuleInit } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
+import { ApprovalRequestEntity } from '../approvals/approval-request.entity';
+import { ApprovalService } from '../approvals/approval.service';
+import { OPERATOR } from '../auth/caller';
+import { randomBase62 } from '../common/ids';
+import { AppConfig } from '../config/app-config';
+import { EventLog } from '../events/event-log';
+import { MailboxService } from '../mail/mailbox.service';
+import { afterTemporaryFailure } from '../outbox/retry-policy';
+import { SmtpRelay } from '../outbox/smtp-relay';
+import { approvalMail } from './approval-mail-text';
+import { ApprovalMailEntity } from './approval-mail.entity';
+import { ApprovalMailChanges, ApprovalMailRepository } from './approval-mail.repository';
+import { ApprovalLinkRepository } from './approval-link.repository';
+import { MailboxApproverRepository } from './mailbox-approver.repository';
+
+/** The SHA-256 (hex) of a link token: all the database ever holds of it. */
+export function linkTokenHash(token: string): string {
+  return createHash('sha256').update(token).digest('hex');
+}
+
+/**
+ * Approval by email (SPEC 11), the mailing half: every new request of a mailbox with approvers
+ * queues one mail per approver in the request's own transaction (so a request never exists
+ * without its mails, nor mails without their request), and `send` delivers one claimed mail
+ * through the outbox's relay. The link token is made at send time and only its hash is stored;
+ * each attempt makes its own link, so a retried mail carries a fresh one.
+ */
+@Injectable()
+export class ApprovalMailService implements OnModuleInit {
+  constructor(
+    private readonly config: AppConfig,
+    private readonly approvals: ApprovalService,
+    private readonly approvers: MailboxApproverRepository,
+    private readonly mails: ApprovalMailRepository,
+    private readonly links: ApprovalLinkRepository,
+    private readonly mailboxes: MailboxService,
+    private readonly relay: SmtpRelay,
+    private readonly eventLog: EventLog,
+  ) {}
+
+  onModuleInit(): void {
+    // Without a relay nothing could be sent: no mail is queued at all.
+    if (this.relay.configured) this.approvals.onCreated((manager, request) => this.queue(manager, request));
+  }
+
+  private async queue(manager: EntityManager, request: ApprovalRequestEntity): Promise<void> {
+    const approvers = await this.approvers.list(request.mailboxId, manager);
+    if (approvers.length === 0) return;
+    const now = new Date();
+    await this.mails.insert(
+      manager,
+      approvers.map((email) => ({
+        id: `apm_${randomBase62(22)}`,
+        requestId: request.id,
+        email,
+        status: 'queued',
+        attempts: 0,
+        queuedAt: now,
+        nextAttemptAt: now,
+        claimedBy: null,
+        leaseExpiresAt: null,
+        error: null,
+        updatedAt: now,
+      })),
+    );
+    // The outbox's doorbell: the approval mail worker of some replica picks the mails up at once.
+    await this.eventLog.ringDoorbell(manager, { kind: 'outbox', mailboxId: request.mailboxId });
+  }
+
+  /** One delivery attempt of a mail `replicaId` claimed; records its outcome while the claim holds. */
+  async send(replicaId: string, mail: ApprovalMailEntity): Promise<ApprovalMailChanges['status'] | undefined> {
+    const request = mail.request!;
+    if (request.state !== 'pending' || request.expiresAt.getTime() <= Date.now()) {
+      const finished = await this.mails.finishClaim(mail.id, replicaId, { status: 'obsolete' });
+      return finished ? 'obsolete' : undefined;
+    }
+    const mailbox = await this.mailboxes.getVisible(OPERATOR, request.mailboxId);
+    const token = randomBytes(32).toString('base64url');
+    await this.links.insert({
+      tokenHash: linkTokenHash(token),
+      requestId: request.id,
+      email: mail.email,
+      expiresAt: request.expiresAt,
+      usedAt: null,
+    });
+    const url = `${this.config.publicUrl}/console/links/${token}`;
+    const outcome = await this.relay.send(approvalMail(request, mailbox.address, mail.email, url, new Date()));
+    let changes: ApprovalMailChanges;
+    if (outcome.kind === 'sent') {
+      changes = { status: 'sent', error: null };
+    } else if (outcome.kind === 'permanent') {
+      changes = { status: 'failed', error: outcome.error };
+    } else {
+      const next = afterTemporaryFailure(mail, new Date(), {
+        baseMs: this.config.smtpRetryBaseMs,
+        maxMs: this.config.smtpRetryMaxMs,
+      });
+      changes =
+        next.status === 'retrying'
+          ? { status: 'queued', error: outcome.error, nextAttemptAt: next.nextAttemptAt }
+          : { status: 'failed', error: `${outcome.error} (no more retries after ${mail.attempts} attempts)` };
+    }
+    return (await this.mails.finishClaim(mail.id, replicaId, changes)) ? changes.status : undefined;
+  }
+}
