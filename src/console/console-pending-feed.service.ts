@@ -84,7 +84,7 @@ export class ConsolePendingFeedService implements OnModuleDestroy {
         do {
           reading = 'running';
           const now = await this.snapshot(caller, mailboxId);
-          if (now.fingerprint !== last && !res.writableEnded) {
+          if (now.fingerprint !== last && !res.writableEnded && !res.destroyed) {
             last = now.fingerprint;
             res.write(pendingEvent(now));
           }
@@ -100,7 +100,8 @@ export class ConsolePendingFeedService implements OnModuleDestroy {
       await this.engine.follow(feed, STREAM_LIFETIME_MS, closed.signal);
     } catch (err) {
       if (!(err instanceof AlcartaError && err.code === 'unauthorized')) throw err;
-      if (!res.writableEnded) res.write(`event: ended\ndata: ${JSON.stringify({ reason: err.reason })}\n\n`);
+      if (!res.writableEnded && !res.destroyed)
+        res.write(`event: ended\ndata: ${JSON.stringify({ reason: err.reason })}\n\n`);
     } finally {
       this.closed(res);
       res.end();
@@ -110,7 +111,7 @@ export class ConsolePendingFeedService implements OnModuleDestroy {
   private opened(res: Response): void {
     this.open.add(res);
     this.keepalive ??= setInterval(() => {
-      for (const stream of this.open) stream.write(': keepalive\n\n');
+      for (const stream of this.open) if (!stream.destroyed) stream.write(': keepalive\n\n');
     }, this.config.keepaliveMs);
   }
 

@@ -53,7 +53,8 @@ export class ConsoleRequestsController {
     @Req() req: Request,
     @Res() res: Response,
   ) {
-    const shown = req.header('last-event-id') ?? textParam(seen);
+    // After a reconnect the browser says what it shows (the id of the last event it got).
+    const shown = textParam(req.header('last-event-id')) ?? textParam(seen);
     await this.feed.stream(session.caller, textParam(mailbox), shown, res);
   }
 
