@@ -1,8 +1,9 @@
-import { Body, Controller, Get, Param, Post, Query, Res, UseFilters, UseGuards } from '@nestjs/common';
-import { Response } from 'express';
+import { Body, Controller, Get, Param, Post, Query, Req, Res, UseFilters, UseGuards } from '@nestjs/common';
+import { Request, Response } from 'express';
 import { Public } from '../auth/auth.decorators';
 import { PathId } from '../http/validation';
 import { ConsoleExceptionFilter } from './console-exception.filter';
+import { ConsolePendingFeedService } from './console-pending-feed.service';
 import { ConsoleSessionGuard, CurrentSession } from './console-session.guard';
 import { ActiveSession } from './console-session.service';
 import { ConsoleDecision, ConsoleRequestsService, DECIDED_STATES } from './console-requests.service';
@@ -21,14 +22,40 @@ function textParam(value: unknown): string | undefined {
 export class ConsoleRequestsController {
   constructor(
     private readonly requests: ConsoleRequestsService,
+    private readonly feed: ConsolePendingFeedService,
     private readonly views: ConsoleViews,
   ) {}
 
   @Get()
   async pending(@CurrentSession() session: ActiveSession, @Query('mailbox') mailbox: unknown, @Res() res: Response) {
     const mailboxId = textParam(mailbox);
-    const listing = await this.requests.pending(session.caller, mailboxId);
-    res.type('html').send(this.views.render('pending', { title: 'Pending requests', session, mailboxId, ...listing }));
+    const { mailboxes, html, fingerprint } = await this.feed.snapshot(session.caller, mailboxId);
+    const query = new URLSearchParams({ ...(mailboxId && { mailbox: mailboxId }), seen: fingerprint });
+    res.type('html').send(
+      this.views.render('pending', {
+        title: 'Pending requests',
+        session,
+        mailboxId,
+        mailboxes,
+        listHtml: html,
+        fingerprint,
+        eventsUrl: `/console/events?${query.toString()}`,
+      }),
+    );
+  }
+
+  /** The live pending list (Server-Sent Events) that console.js applies to the page in place. */
+  @Get('events')
+  async events(
+    @CurrentSession() session: ActiveSession,
+    @Query('mailbox') mailbox: unknown,
+    @Query('seen') seen: unknown,
+    @Req() req: Request,
+    @Res() res: Response,
+  ) {
+    // After a reconnect the browser says what it shows (the id of the last event it got).
+    const shown = textParam(req.header('last-event-id')) ?? textParam(seen);
+    await this.feed.stream(session.caller, textParam(mailbox), shown, res);
   }
 
   @Get('history')

@@ -18,6 +18,11 @@ export class ConsoleViews {
   render(name: string, data: { title: string } & Record<string, unknown>): string {
     return this.eta.render(name, { ...data, utc });
   }
+
+  /** A part of a page (`views/_<name>.eta`, no layout), e.g. the pending list a live update replaces. */
+  fragment(name: string, data: Record<string, unknown>): string {
+    return this.eta.render(name, { ...data, utc });
+  }
 }
 
 /**

@@ -4,9 +4,11 @@ import express from 'express';
 import { ApprovalsModule } from '../approvals/approvals.module';
 import { AuthModule } from '../auth/auth.module';
 import { MailModule } from '../mail/mail.module';
+import { WaitsModule } from '../waits/waits.module';
 import { ConsoleAssetsController } from './console-assets.controller';
 import { ConsoleExceptionFilter } from './console-exception.filter';
 import { ConsoleHeadersMiddleware } from './console-headers.middleware';
+import { ConsolePendingFeedService } from './console-pending-feed.service';
 import { ConsoleRequestsController } from './console-requests.controller';
 import { ConsoleRequestsService } from './console-requests.service';
 import { ConsoleSessionEntity } from './console-session.entity';
@@ -21,7 +23,7 @@ const FORM_BODY_LIMIT = '32kb';
 
 /** The approver console (SPEC 11): server-rendered pages at /console for the people who decide. */
 @Module({
-  imports: [TypeOrmModule.forFeature([ConsoleSessionEntity]), AuthModule, ApprovalsModule, MailModule],
+  imports: [TypeOrmModule.forFeature([ConsoleSessionEntity]), AuthModule, ApprovalsModule, MailModule, WaitsModule],
   controllers: [ConsoleAssetsController, ConsoleSignInController, ConsoleRequestsController],
   providers: [
     ConsoleViews,
@@ -29,6 +31,7 @@ const FORM_BODY_LIMIT = '32kb';
     ConsoleSessionService,
     ConsoleSessionGuard,
     ConsoleRequestsService,
+    ConsolePendingFeedService,
     ConsoleExceptionFilter,
   ],
   exports: [ConsoleViews],

@@ -21,7 +21,7 @@ import {
   WaitResult,
   WaitSpec,
 } from './wait-spec';
-import { MessageRow, MessageWaiter, RequestWaiter, ResultWaiter, Waiter } from './waiters';
+import { MessageRow, MessageWaiter, RequestFeedWaiter, RequestWaiter, ResultWaiter, Waiter } from './waiters';
 import { WaiterRegistry } from './waiter-registry';
 
 export interface ResultWaitOptions {
@@ -56,6 +56,10 @@ const REMEMBER_REVOKED_MS = 300_000;
  * A wait ends early, without a result, when its token loses its access: at once on every replica
  * when the `credential_revoked` doorbell rings, at `expires_at` by its own timer (only armed when
  * the token expires before the wait's deadline), and otherwise at the next safety re-check.
+ *
+ * Request feeds (the console's live pending lists) are parked here too, so they ring with the same
+ * `request` doorbells, end with the same revocations and drain, and are covered by the same safety
+ * re-check; they do not settle on a change but re-read what they show (see RequestFeedWaiter).
  *
  * Persisted waits (websocket delivery, `wait_id`, tasks) are watched the same way by every replica,
  * so they survive the loss of the replica that created them; the first replica to see the outcome
@@ -131,13 +135,23 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
   }
 
   /**
+   * Keeps a request feed parked until `timeoutMs` passes, `signal` aborts, the replica drains or
+   * its token loses its access (then it throws `unauthorized`, like a wait). It rings once at the
+   * start, after it is filed, so nothing committed between the caller's first read and now is
+   * missed, then on every `request` doorbell of its mailboxes and at every safety re-check.
+   */
+  async follow(feed: RequestFeedWaiter, timeoutMs: number, signal?: AbortSignal): Promise<WaitResult> {
+    return this.park(feed, timeoutMs, signal, () => Promise.resolve(feed.ring()));
+  }
+
+  /**
    * Parks a waiter until it settles or `timeoutMs` passes. It is filed before `check` runs: a
    * commit after the check's snapshot rings a doorbell that finds it, a commit before is seen by
    * the check; likewise a revocation. `timeoutMs` 0 checks once. A token that expires before the
    * deadline arms the timer for its expiry instead.
    */
   private async park(
-    waiter: MessageWaiter | RequestWaiter | ResultWaiter,
+    waiter: MessageWaiter | RequestWaiter | ResultWaiter | RequestFeedWaiter,
     timeoutMs: number,
     signal: AbortSignal | undefined,
     check: () => Promise<void>,
@@ -248,6 +262,7 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
       case 'message':
         return this.ringMailbox(bell.mailboxId, bell.at);
       case 'request':
+        this.ringFeeds(bell.mailboxId);
         return this.ringRequest(bell.requestId, bell.at);
       case 'wait_created':
         return this.singleFlight(`n:${bell.waitId}`, undefined, () => this.watchPending([bell.waitId]));
@@ -272,7 +287,7 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
     for (const [id, { at }] of this.revoked) if (at < now - REMEMBER_REVOKED_MS) this.revoked.delete(id);
     for (const waiter of this.registry.all()) {
       if (waiter.credential.tokenId !== tokenId || waiter.credential.authenticatedAt > now) continue;
-      if (waiter.persistedId && !(waiter instanceof ResultWaiter)) this.drop(waiter);
+      if (isWatch(waiter)) this.drop(waiter);
       else waiter.endAccess(reason ?? lapseReason(waiter.credential));
     }
   }
@@ -285,8 +300,9 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
   private endLostAccess(principalId: string, mailboxes: readonly string[]): void {
     for (const waiter of this.registry.all()) {
       if (waiter.credential.tokenId !== principalId || waiter.persistedId) continue;
-      if (!(waiter instanceof MessageWaiter || waiter instanceof RequestWaiter)) continue;
-      const access = waiter.spec.caller.mailboxAccess;
+      if (waiter instanceof ResultWaiter) continue;
+      const access =
+        waiter instanceof RequestFeedWaiter ? waiter.caller.mailboxAccess : waiter.spec.caller.mailboxAccess;
       if (losesMailbox(access.all ? ['*'] : access.ids, mailboxes)) waiter.endAccess('access_removed');
     }
   }
@@ -433,6 +449,9 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
           this.ringRequest(requestId, undefined);
         }
       }
+      // A feed shows every request of its mailboxes, so no cheap probe can tell whether it missed a
+      // doorbell: each feed re-reads once per re-check (its owner sends only what changed).
+      for (const feed of this.registry.allRequestFeeds()) feed.ring();
     } catch (err) {
       this.failed(err);
     }
@@ -440,6 +459,11 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
 
   private ringMailbox(mailboxId: string, at: number | undefined): void {
     this.singleFlight(`m:${mailboxId}`, at, (bellAt) => this.scanMailbox(mailboxId, bellAt));
+  }
+
+  /** Feeds re-read on their own, single-flight per feed (see RequestFeedWaiter): ringing is cheap. */
+  private ringFeeds(mailboxId: string): void {
+    for (const feed of this.registry.requestFeeds(mailboxId)) feed.ring();
   }
 
   private ringRequest(requestId: string, at: number | undefined): void {
@@ -486,7 +510,7 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
   /** Draining: every waiting client gets its shutdown answer; watches of persisted waits are dropped. */
   private shutdownAll(): void {
     for (const waiter of this.registry.all()) {
-      if (waiter.persistedId && !(waiter instanceof ResultWaiter)) this.drop(waiter);
+      if (isWatch(waiter)) this.drop(waiter);
       else waiter.finish(waiter.shutdown());
     }
   }
@@ -511,6 +535,11 @@ function msUntil(at: Date | null): number {
 /** The reason of a revocation doorbell, which does not say it: an expired token expired, else it was revoked. */
 function lapseReason(credential: Credential): AccessEndReason {
   return msUntil(credential.expiresAt) <= 0 ? 'token_expired' : 'token_revoked';
+}
+
+/** Whether this is the engine's own watch of a persisted wait (dropped, never answered). */
+function isWatch(waiter: Waiter): waiter is MessageWaiter | RequestWaiter {
+  return (waiter instanceof MessageWaiter || waiter instanceof RequestWaiter) && waiter.persistedId !== undefined;
 }
 
 function behind(waiter: MessageWaiter, head: MailboxHead): boolean {

@@ -81,7 +81,7 @@ export function accessEndedError(reason: AccessEndReason): AlcartaError {
 }
 
 /** How a wait is delivered: a blocking call, an open websocket, or watched in the background. */
-export type WaitDelivery = 'poll' | 'websocket' | 'persisted';
+export type WaitDelivery = 'poll' | 'websocket' | 'persisted' | 'stream';
 
 /** The stored form of a spec; a message wait stores the cursor it starts from. */
 export function toStoredSpec(spec: WaitSpec, start: MessageCursor | undefined): StoredWaitSpec {

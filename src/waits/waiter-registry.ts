@@ -1,23 +1,25 @@
 import { Injectable } from '@nestjs/common';
 import { MailboxAccess } from '../auth/caller';
 import { WaitDelivery } from './wait-spec';
-import { MessageWaiter, RequestWaiter, ResultWaiter } from './waiters';
+import { MessageWaiter, RequestFeedWaiter, RequestWaiter, ResultWaiter } from './waiters';
 
 /** Key under which waits on every mailbox (tokens bound to `*`) are filed. */
 const ALL_MAILBOXES = '*';
 
-export type AnyWaiter = MessageWaiter | RequestWaiter | ResultWaiter;
+export type AnyWaiter = MessageWaiter | RequestWaiter | ResultWaiter | RequestFeedWaiter;
 
 /**
  * The parked waits of this process, filed by what can concern them: message waits by mailbox id
  * (or under `*`), request waits by request id, waits for a persisted wait's result by its id. A
- * doorbell looks up only its own key, so it wakes only the waits it can concern.
+ * doorbell looks up only its own key, so it wakes only the waits it can concern. Request feeds
+ * (the console's live lists) are filed by mailbox id like message waits, in an index of their own.
  */
 @Injectable()
 export class WaiterRegistry {
   private readonly byMailbox = new Map<string, Set<MessageWaiter>>();
   private readonly byRequest = new Map<string, Set<RequestWaiter>>();
   private readonly byResult = new Map<string, Set<ResultWaiter>>();
+  private readonly feedsByMailbox = new Map<string, Set<RequestFeedWaiter>>();
   /** The engine's watch of each persisted wait, by wait id (at most one per process). */
   private readonly persisted = new Map<string, MessageWaiter | RequestWaiter>();
   private readonly everyone = new Set<AnyWaiter>();
@@ -26,9 +28,11 @@ export class WaiterRegistry {
     return this.everyone.size;
   }
 
+  /** Parked waits by kind and delivery; request feeds are not waits of an agent and are not counted. */
   counts(): Array<{ kind: 'message' | 'request'; delivery: WaitDelivery; count: number }> {
     const counts = new Map<string, number>();
     for (const w of this.everyone) {
+      if (w instanceof RequestFeedWaiter) continue;
       const kind = w instanceof ResultWaiter ? w.kind : w instanceof MessageWaiter ? 'message' : 'request';
       const key = `${kind} ${w.delivery}`;
       counts.set(key, (counts.get(key) ?? 0) + 1);
@@ -46,14 +50,18 @@ export class WaiterRegistry {
     this.everyone.add(waiter);
     if (waiter instanceof MessageWaiter) for (const key of waiter.keys) file(this.byMailbox, key, waiter);
     else if (waiter instanceof RequestWaiter) for (const key of waiter.keys) file(this.byRequest, key, waiter);
+    else if (waiter instanceof RequestFeedWaiter) for (const key of waiter.keys) file(this.feedsByMailbox, key, waiter);
     else file(this.byResult, waiter.waitId, waiter);
-    if (waiter.persistedId && !(waiter instanceof ResultWaiter)) this.persisted.set(waiter.persistedId, waiter);
+    if ((waiter instanceof MessageWaiter || waiter instanceof RequestWaiter) && waiter.persistedId)
+      this.persisted.set(waiter.persistedId, waiter);
   }
 
   remove(waiter: AnyWaiter): void {
     if (!this.everyone.delete(waiter)) return;
     if (waiter instanceof MessageWaiter) for (const key of waiter.keys) unfile(this.byMailbox, key, waiter);
     else if (waiter instanceof RequestWaiter) for (const key of waiter.keys) unfile(this.byRequest, key, waiter);
+    else if (waiter instanceof RequestFeedWaiter)
+      for (const key of waiter.keys) unfile(this.feedsByMailbox, key, waiter);
     else unfile(this.byResult, waiter.waitId, waiter);
     if (waiter.persistedId && this.persisted.get(waiter.persistedId) === waiter)
       this.persisted.delete(waiter.persistedId);
@@ -70,6 +78,20 @@ export class WaiterRegistry {
 
   requestWaiters(requestId: string): RequestWaiter[] {
     return [...(this.byRequest.get(requestId) ?? [])].filter((w) => !w.settled);
+  }
+
+  /** Unsettled request feeds that show this mailbox's requests. */
+  requestFeeds(mailboxId: string): RequestFeedWaiter[] {
+    const out: RequestFeedWaiter[] = [];
+    for (const key of [mailboxId, ALL_MAILBOXES]) {
+      for (const w of this.feedsByMailbox.get(key) ?? []) if (!w.settled && w.watches(mailboxId)) out.push(w);
+    }
+    return out;
+  }
+
+  /** Every unsettled request feed (the safety re-check rings them all). */
+  allRequestFeeds(): RequestFeedWaiter[] {
+    return [...this.everyone].filter((w): w is RequestFeedWaiter => w instanceof RequestFeedWaiter && !w.settled);
   }
 
   resultWaiters(waitId: string): ResultWaiter[] {

@@ -1,5 +1,5 @@
 import { RequestState } from '../approvals/approval-request.entity';
-import { Credential } from '../auth/caller';
+import { Caller, Credential } from '../auth/caller';
 import { AccessEndReason } from '../auth/credential-revocation';
 import { DeliveryEventPayload, RequestEventPayload } from '../events/event-log';
 import { MessageAuthentication } from '../mail/message-authentication';
@@ -280,4 +280,50 @@ function messageEvent(row: MessageRow) {
     authentication: row.authentication,
     from_verified: row.fromVerified,
   };
+}
+
+/**
+ * A live feed of the requests of some mailboxes (the console's pending list, SPEC 11): unlike the
+ * other waiters it does not settle when something happens. Each `request` doorbell of one of its
+ * mailboxes (and each safety re-check, which cannot tell what a lost doorbell would have said)
+ * calls `onRing`, which re-reads what it shows. It settles only when the feed ends: its deadline,
+ * the client going away, the replica draining, or its token losing its access. While parked it
+ * holds only its keys and the callback.
+ */
+export class RequestFeedWaiter extends Waiter {
+  constructor(
+    readonly caller: Caller,
+    /** One mailbox, or undefined for every mailbox the caller reaches. */
+    private readonly mailboxId: string | undefined,
+    private readonly onRing: () => void,
+  ) {
+    super('stream');
+  }
+
+  get credential(): Credential {
+    return this.caller;
+  }
+
+  /** Mailbox ids whose `request` doorbells concern this feed, or '*' for every mailbox. */
+  get keys(): string[] {
+    if (this.mailboxId) return [this.mailboxId];
+    const access = this.caller.mailboxAccess;
+    return access.all ? ['*'] : [...access.ids];
+  }
+
+  watches(mailboxId: string): boolean {
+    return this.mailboxId ? this.mailboxId === mailboxId : this.caller.canSeeMailbox(mailboxId);
+  }
+
+  ring(): void {
+    if (!this.settled) this.onRing();
+  }
+
+  timedOut(): WaitResult {
+    return { matched: false, timed_out: true, shutdown: false, events: [] };
+  }
+
+  shutdown(): WaitResult {
+    return { matched: false, timed_out: false, shutdown: true, events: [] };
+  }
 }

@@ -2,13 +2,64 @@
 'use strict';
 
 // Times arrive as UTC text in <time datetime>; show them in the reader's own time zone.
-document.addEventListener('DOMContentLoaded', function () {
-  var format = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' });
-  document.querySelectorAll('time[datetime]').forEach(function (el) {
+var timeFormat = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' });
+function localizeTimes(root) {
+  root.querySelectorAll('time[datetime]').forEach(function (el) {
     var when = new Date(el.getAttribute('datetime'));
     if (!isNaN(when.getTime())) {
-      el.textContent = format.format(when);
+      el.textContent = timeFormat.format(when);
       el.title = when.toISOString();
     }
   });
+}
+
+function requestIds(root) {
+  return Array.prototype.map.call(root.querySelectorAll('[data-request-id]'), function (el) {
+    return el.getAttribute('data-request-id');
+  });
+}
+
+function plural(count, one, many) {
+  return count + ' ' + (count === 1 ? one : many);
+}
+
+// The live pending list (SPEC 11): one Server-Sent Events stream that the server writes to when a
+// request of the listed mailboxes changes; the browser never asks again on its own. Each event
+// carries the list as the server renders it, which replaces the list in place. Without this
+// script the page is the same list, current as of its last load.
+function followPendingList(list) {
+  var announcer = document.getElementById('pending-announcer');
+  var source = new EventSource(list.getAttribute('data-events'));
+  source.addEventListener('pending', function (event) {
+    var update = JSON.parse(event.data);
+    if (update.fingerprint === list.getAttribute('data-fingerprint')) return;
+    var before = requestIds(list);
+    list.innerHTML = update.html;
+    list.setAttribute('data-fingerprint', update.fingerprint);
+    localizeTimes(list);
+    var after = requestIds(list);
+    var added = after.filter(function (id) {
+      return before.indexOf(id) < 0;
+    }).length;
+    var left = before.filter(function (id) {
+      return after.indexOf(id) < 0;
+    }).length;
+    var news = [];
+    if (added > 0) news.push(plural(added, 'new request', 'new requests'));
+    if (left > 0) news.push(plural(left, 'request', 'requests') + ' decided or gone');
+    if (news.length > 0)
+      announcer.textContent = news.join(', ') + '. ' + plural(after.length, 'request', 'requests') + ' pending.';
+  });
+  // The session's token lost its access: nothing more will come; the next click shows why.
+  source.addEventListener('ended', function () {
+    source.close();
+    announcer.className = 'notice';
+    announcer.textContent = 'Your session ended. Reload the page to sign in again.';
+  });
+}
+
+document.addEventListener('DOMContentLoaded', function () {
+  localizeTimes(document);
+  var list = document.getElementById('pending-list');
+  if (list && window.EventSource) followPendingList(list);
 });
