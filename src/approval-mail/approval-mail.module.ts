@@ -1,5 +1,4 @@
-import { MiddlewareConsumer, Module, NestModule, RequestMethod } from '@nestjs/common';
-import express from 'express';
+import { Module } from '@nestjs/common';
 import { ApprovalsModule } from '../approvals/approvals.module';
 import { ConsoleModule } from '../console/console.module';
 import { EventsModule } from '../events/events.module';
@@ -15,7 +14,10 @@ import { ApproversController } from './approvers.controller';
 import { ApproversService } from './approvers.service';
 import { MailboxApproverRepository } from './mailbox-approver.repository';
 
-/** Approval by email (SPEC 11): mailbox approvers, the mails to them, and the pages their links open. */
+/**
+ * Approval by email (SPEC 11): mailbox approvers, the mails to them, and the pages their links open
+ * (under /console, so the console's middleware gives them its headers and parses their forms).
+ */
 @Module({
   imports: [ApprovalsModule, MailModule, OutboxModule, EventsModule, ConsoleModule],
   controllers: [ApproversController, ApprovalLinksController],
@@ -29,11 +31,4 @@ import { MailboxApproverRepository } from './mailbox-approver.repository';
     ApprovalLinksService,
   ],
 })
-export class ApprovalMailModule implements NestModule {
-  configure(consumer: MiddlewareConsumer): void {
-    // The confirmation page's form posts application/x-www-form-urlencoded (a reason and a button).
-    consumer
-      .apply(express.urlencoded({ extended: false, limit: '16kb' }))
-      .forRoutes({ path: 'console/links/:token', method: RequestMethod.POST });
-  }
-}
+export class ApprovalMailModule {}

@@ -148,11 +148,21 @@ describe('console live pending list', () => {
   });
 
   browserIt('closing the page removes its feed from the wait engine', async () => {
-    const before = openFeeds(server);
+    // By identity, not by count: a feed of an earlier page may still be on its way out.
+    const before = new Set(server.running.app.get(WaiterRegistry).allRequestFeeds());
     const extra = await openConsole(browser!, server, approver);
-    await waitFor('the second page’s feed', () => openFeeds(server) === before + 1);
+    const ours = () =>
+      server.running.app
+        .get(WaiterRegistry)
+        .allRequestFeeds()
+        .filter((f) => !before.has(f));
+    await waitFor('the second page’s feed', () => ours().length === 1);
+    const [feed] = ours();
     await extra.context.close();
-    await waitFor('the closed page’s feed removed', () => openFeeds(server) === before);
+    await waitFor(
+      'the closed page’s feed removed',
+      () => !server.running.app.get(WaiterRegistry).allRequestFeeds().includes(feed),
+    );
   });
 
   browserIt('the stream of a revoked token’s session ends, and the page says so', async () => {
