@@ -2,10 +2,15 @@ import { Injectable } from '@nestjs/common';
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { Caller } from '../auth/caller';
 import { CredentialRepository } from '../auth/credential.repository';
+import { scopeSet } from '../auth/scopes';
 import { TokenService } from '../auth/token.service';
+import { AppConfig } from '../config/app-config';
 import { ConsoleSessionRepository } from './console-session.repository';
 
-/** How long a console session lasts at most; never beyond the expiry of its token. */
+/**
+ * How long a console session lasts at most: for a pasted token never beyond its expiry; for an
+ * OpenID Connect principal exactly this (the access token's expiry does not end it).
+ */
 export const SESSION_LIFETIME_MS = 12 * 3600 * 1000;
 
 /** A session found from its cookie: the credential as the database has it now, and its CSRF token. */
@@ -39,6 +44,7 @@ export class ConsoleSessionService {
     private readonly sessions: ConsoleSessionRepository,
     private readonly tokens: TokenService,
     private readonly credentials: CredentialRepository,
+    private readonly config: AppConfig,
   ) {}
 
   /** Starts a session for a pasted token that may decide approvals. */
@@ -46,10 +52,22 @@ export class ConsoleSessionService {
     const caller = await this.tokens.authenticate(tokenSecret.trim());
     if (!caller) return { ok: false, problem: 'unknown_token' };
     if (!caller.hasScope('approvals:decide')) return { ok: false, problem: 'missing_scope' };
-    const secret = randomBytes(32).toString('base64url');
     const limit = Date.now() + SESSION_LIFETIME_MS;
-    const expiresAt = new Date(caller.expiresAt ? Math.min(limit, caller.expiresAt.getTime()) : limit);
-    await this.sessions.insert({ secretHash: hashOf(secret), credentialId: caller.tokenId, expiresAt });
+    return this.start(caller.tokenId, new Date(caller.expiresAt ? Math.min(limit, caller.expiresAt.getTime()) : limit));
+  }
+
+  /**
+   * Starts a session for an OAuth principal that signed in through OpenID Connect, if its token's
+   * scopes or the console's default scopes let it decide.
+   */
+  async signInAsPrincipal(caller: Caller): Promise<SignInResult> {
+    if (!this.withDefaultScopes(caller).hasScope('approvals:decide')) return { ok: false, problem: 'missing_scope' };
+    return this.start(caller.tokenId, new Date(Date.now() + SESSION_LIFETIME_MS));
+  }
+
+  private async start(credentialId: string, expiresAt: Date): Promise<SignInResult> {
+    const secret = randomBytes(32).toString('base64url');
+    await this.sessions.insert({ secretHash: hashOf(secret), credentialId, expiresAt });
     // Sessions nobody came back to: kept one lifetime past their expiry (so a returning person
     // is told it expired), then removed here, which keeps the table small without a sweeper.
     await this.sessions.deleteExpiredBefore(new Date(Date.now() - SESSION_LIFETIME_MS));
@@ -64,12 +82,29 @@ export class ConsoleSessionService {
       await this.sessions.delete(row.secretHash);
       return { kind: 'ended', why: 'expired' };
     }
-    const caller = (await this.credentials.usable([row.credentialId])).get(row.credentialId);
+    const stored = (await this.credentials.usable([row.credentialId])).get(row.credentialId);
+    const caller = stored && this.withDefaultScopes(stored);
     if (!caller || !caller.hasScope('approvals:decide')) {
       await this.sessions.delete(row.secretHash);
       return { kind: 'ended', why: 'access_ended' };
     }
     return { kind: 'active', session: { caller, csrfToken: csrfTokenOf(secret), secret } };
+  }
+
+  /**
+   * A principal's scopes plus ALCARTA_CONSOLE_DEFAULT_SCOPES (never admin): for IdPs that cannot
+   * put Alcarta scopes into a person's token. A pasted token keeps exactly its own scopes.
+   */
+  private withDefaultScopes(caller: Caller): Caller {
+    if (!caller.principal) return caller;
+    const defaults = [...scopeSet(this.config.consoleDefaultScopes)].filter((s) => s !== 'admin');
+    if (defaults.every((s) => caller.scopes.has(s))) return caller;
+    const mailboxes = caller.mailboxAccess.all ? ['*'] : caller.mailboxAccess.ids;
+    return new Caller(caller.tokenId, new Set([...caller.scopes, ...defaults]), mailboxes, {
+      expiresAt: caller.expiresAt,
+      principal: caller.principal,
+      authenticatedAt: caller.authenticatedAt,
+    });
   }
 
   /** Ends the session on every replica: they all read the same row. */

@@ -1,9 +1,11 @@
-import { Body, Controller, Get, Post, Query, Res, UseFilters, UseGuards } from '@nestjs/common';
-import { Response } from 'express';
+import { Body, Controller, Get, Post, Query, Req, Res, UseFilters, UseGuards } from '@nestjs/common';
+import { Request, Response } from 'express';
 import { Public } from '../auth/auth.decorators';
 import { AppConfig } from '../config/app-config';
 import { clearSessionCookie, setSessionCookie } from './console-cookie';
 import { ConsoleExceptionFilter } from './console-exception.filter';
+import { clearPendingSignIn, pendingSignInOf, setPendingSignIn } from './console-oidc-cookie';
+import { ConsoleOidcService, OidcProblem } from './console-oidc.service';
 import { ConsoleSessionGuard, CurrentSession } from './console-session.guard';
 import { ActiveSession, ConsoleSessionService } from './console-session.service';
 import { ConsoleViews } from './console-views';
@@ -13,7 +15,34 @@ const SIGN_IN_PROBLEMS = {
   missing_scope: 'This token may not decide approvals: it needs the approvals:decide scope.',
 };
 
-/** Sign-in by pasting a token (without OpenID Connect), and sign-out. */
+/** What the callback page says when an OpenID Connect sign-in does not end in a session. */
+const OIDC_PROBLEMS: Record<OidcProblem, { title: string; text: string }> = {
+  not_started: {
+    title: 'Sign-in not recognised',
+    text: 'This browser has no sign-in in progress (it took longer than 10 minutes, or began in another browser). Start again.',
+  },
+  wrong_state: {
+    title: 'Sign-in refused',
+    text: 'The answer from the identity provider does not belong to the sign-in this browser started. Start again from the sign-in page.',
+  },
+  refused_at_provider: {
+    title: 'The identity provider did not sign you in',
+    text: 'The identity provider refused the sign-in',
+  },
+  exchange_failed: {
+    title: 'Sign-in failed',
+    text: 'The identity provider’s answer could not be turned into a session for Alcarta. Try again; if it keeps failing, tell the administrator (the server log says why).',
+  },
+  missing_scope: {
+    title: 'You may not decide approvals',
+    text: 'You signed in, but your account does not have the approvals:decide scope for Alcarta. Ask the administrator of the identity provider to give it to you.',
+  },
+};
+
+/**
+ * Sign-in by OpenID Connect (when configured) or by pasting a token, and sign-out. With OpenID
+ * Connect the token form stays as the second option: static tokens remain valid credentials.
+ */
 @Controller('console')
 @Public()
 @UseFilters(ConsoleExceptionFilter)
@@ -22,6 +51,7 @@ export class ConsoleSignInController {
     private readonly sessions: ConsoleSessionService,
     private readonly views: ConsoleViews,
     private readonly config: AppConfig,
+    private readonly oidc: ConsoleOidcService,
   ) {}
 
   @Get('sign-in')
@@ -44,6 +74,37 @@ export class ConsoleSignInController {
     res.redirect(303, '/console');
   }
 
+  /** Leaves for the identity provider; `state` and the PKCE verifier stay behind in a cookie. */
+  @Get('sign-in/oidc')
+  async startOidc(@Res() res: Response): Promise<void> {
+    if (!this.oidc.enabled) {
+      res.redirect(303, '/console/sign-in');
+      return;
+    }
+    const { authorizationUrl, pending } = await this.oidc.start();
+    setPendingSignIn(res, pending, this.secure);
+    res.redirect(303, authorizationUrl.href);
+  }
+
+  @Get('sign-in/callback')
+  async oidcCallback(@Req() req: Request, @Res() res: Response): Promise<void> {
+    const pending = pendingSignInOf(req);
+    clearPendingSignIn(res, this.secure);
+    const query = req.originalUrl.indexOf('?');
+    const result = await this.oidc.finish(query >= 0 ? req.originalUrl.slice(query) : '', pending);
+    if (!result.ok) {
+      const problem = OIDC_PROBLEMS[result.problem];
+      const text = result.providerError ? `${problem.text} (${result.providerError}).` : problem.text;
+      res
+        .status(result.problem === 'missing_scope' ? 403 : 400)
+        .type('html')
+        .send(this.views.render('message', { title: problem.title, text, signIn: true }));
+      return;
+    }
+    setSessionCookie(res, result.secret, result.expiresAt, this.secure);
+    res.redirect(303, '/console');
+  }
+
   @Post('sign-out')
   @UseGuards(ConsoleSessionGuard)
   async signOut(@CurrentSession() session: ActiveSession, @Res() res: Response): Promise<void> {
@@ -57,6 +118,11 @@ export class ConsoleSignInController {
   }
 
   private signInPage(data: { error?: string; notice?: string }): string {
-    return this.views.render('sign-in', { title: 'Sign in', error: data.error, notice: data.notice });
+    return this.views.render('sign-in', {
+      title: 'Sign in',
+      error: data.error,
+      notice: data.notice,
+      provider: this.oidc.enabled ? this.oidc.providerName : undefined,
+    });
   }
 }

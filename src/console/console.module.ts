@@ -8,6 +8,7 @@ import { WaitsModule } from '../waits/waits.module';
 import { ConsoleAssetsController } from './console-assets.controller';
 import { ConsoleExceptionFilter } from './console-exception.filter';
 import { ConsoleHeadersMiddleware } from './console-headers.middleware';
+import { ConsoleOidcService } from './console-oidc.service';
 import { ConsolePendingFeedService } from './console-pending-feed.service';
 import { ConsoleRequestsController } from './console-requests.controller';
 import { ConsoleRequestsService } from './console-requests.service';
@@ -29,6 +30,7 @@ const FORM_BODY_LIMIT = '32kb';
     ConsoleViews,
     ConsoleSessionRepository,
     ConsoleSessionService,
+    ConsoleOidcService,
     ConsoleSessionGuard,
     ConsoleRequestsService,
     ConsolePendingFeedService,
