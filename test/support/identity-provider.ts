@@ -11,6 +11,8 @@ import { exportJWK, generateKeyPair } from 'jose';
  *   `sub` = `client_id` = `agent`.
  * - Client `mail-console` (public, PKCE): authorization code for a person; redirect
  *   `http://127.0.0.1/callback` (never served: the code is read from the redirect URL).
+ * - Client `alcarta-console` (confidential, client_secret_post), only with the `consoleRedirectUri`
+ *   option: the console's own OpenID Connect sign-in (SPEC 11), authorization code + PKCE.
  * - Accounts `alice` (email alice@example.com, groups ["ops"]) and `bob` (email bob@example.com, no
  *   groups). `email` and `groups` are put INTO the access token (extraTokenClaims), as IdPs do with
  *   a claim mapper, because Alcarta reads them from the token, not from userinfo.
@@ -21,6 +23,9 @@ import { exportJWK, generateKeyPair } from 'jose';
  * The provider serves both RFC 8414 and OpenID Connect discovery; with `openIdDiscoveryOnly` the
  * RFC 8414 document answers 404, as at providers that publish only OpenID Connect discovery.
  *
+ * The login interaction answers a header (the `signIn` helper) or, in a browser, a small HTML form
+ * with an "Account" field; consent is given without a page.
+ *
  * oidc-provider is ESM only and the tests are CommonJS: it is loaded with a dynamic import.
  */
 
@@ -29,6 +34,11 @@ export const PERSON_CLIENT = {
   clientId: 'mail-console',
   redirectUri: 'http://127.0.0.1/callback',
   scope: 'mail:read approvals:read approvals:decide',
+};
+export const CONSOLE_CLIENT = {
+  clientId: 'alcarta-console',
+  clientSecret: 'alcarta-console-secret',
+  scope: 'approvals:read approvals:decide',
 };
 export const ACCOUNTS: Record<string, { email: string; groups?: string[] }> = {
   alice: { email: 'alice@example.com', groups: ['ops'] },
@@ -53,16 +63,24 @@ export interface IdentityProvider {
   signIn(authorizationUrl: URL, accountId: string): Promise<string>;
   /** An access token of `accountId` through the whole authorization-code flow with PKCE. */
   personToken(accountId: string): Promise<string>;
+  /**
+   * Which Alcarta scopes the provider issues to `clientId` from now on (as an IdP administrator
+   * changing a client's API permissions); tokens already issued keep theirs.
+   */
+  setClientScope(clientId: string, scope: string): void;
   close(): Promise<void>;
 }
 
 export async function startIdentityProvider({
   resource,
   openIdDiscoveryOnly = false,
+  consoleRedirectUri,
 }: {
   /** The RFC 8707 resource tokens are issued for (Alcarta's public URL + `/mcp`). */
   resource: string;
   openIdDiscoveryOnly?: boolean;
+  /** Registers the client `alcarta-console` with this redirect URI (`…/console/sign-in/callback`). */
+  consoleRedirectUri?: string;
 }): Promise<IdentityProvider> {
   const { default: Provider, errors } = (await import('oidc-provider')) as {
     default: new (...args: unknown[]) => any;
@@ -72,6 +90,7 @@ export async function startIdentityProvider({
   const clientScopes: Record<string, string> = {
     [AGENT_CLIENT.clientId]: AGENT_CLIENT.scope,
     [PERSON_CLIENT.clientId]: PERSON_CLIENT.scope,
+    [CONSOLE_CLIENT.clientId]: CONSOLE_CLIENT.scope,
   };
 
   const http: Server = createServer();
@@ -95,10 +114,24 @@ export async function startIdentityProvider({
         response_types: ['code'],
         redirect_uris: [PERSON_CLIENT.redirectUri],
       },
+      ...(consoleRedirectUri
+        ? [
+            {
+              client_id: CONSOLE_CLIENT.clientId,
+              client_secret: CONSOLE_CLIENT.clientSecret,
+              token_endpoint_auth_method: 'client_secret_post',
+              grant_types: ['authorization_code'],
+              response_types: ['code'],
+              redirect_uris: [consoleRedirectUri],
+            },
+          ]
+        : []),
     ],
+    // The `email` scope of OpenID Connect, which the console asks for.
+    claims: { email: ['email'] },
     jwks: { keys: [{ ...(await exportJWK(privateKey)), kid: 'test-idp-key', alg: 'RS256', use: 'sig' }] },
     // Explicit lifetimes (seconds): the defaults work but print a notice each.
-    ttl: { AccessToken: 600, ClientCredentials: 600, Grant: 600, Interaction: 600, Session: 600 },
+    ttl: { AccessToken: 600, ClientCredentials: 600, Grant: 600, IdToken: 600, Interaction: 600, Session: 600 },
     findAccount: (_ctx: unknown, sub: string) =>
       ACCOUNTS[sub] && { accountId: sub, claims: () => ({ sub, email: ACCOUNTS[sub].email }) },
     extraTokenClaims: (_ctx: unknown, token: { accountId?: string }) => {
@@ -131,7 +164,11 @@ export async function startIdentityProvider({
    */
   async function interaction(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const details = await provider.interactionDetails(req, res);
-    const accountId = String(req.headers[ACCOUNT_HEADER] ?? '');
+    let accountId = String(req.headers[ACCOUNT_HEADER] ?? '');
+    if (details.prompt.name === 'login' && !accountId) {
+      if (req.method !== 'POST') return loginForm(res);
+      accountId = new URLSearchParams(await bodyOf(req)).get('account') ?? '';
+    }
     if (details.prompt.name === 'login') {
       if (!ACCOUNTS[accountId]) throw new Error(`unknown test account ${JSON.stringify(accountId)}`);
       await provider.interactionFinished(req, res, { login: { accountId } }, { mergeWithLastSubmission: false });
@@ -150,6 +187,16 @@ export async function startIdentityProvider({
     }
     const grantId = await grant.save();
     await provider.interactionFinished(req, res, { consent: { grantId } }, { mergeWithLastSubmission: true });
+  }
+
+  /** The login page a browser sees: one field, the account's id. */
+  function loginForm(res: ServerResponse): void {
+    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+    res.end(
+      '<!doctype html><title>Test identity provider</title><h1>Sign in</h1>' +
+        '<form method="post"><label for="account">Account</label> <input id="account" name="account">' +
+        ' <button type="submit">Continue</button></form>',
+    );
   }
 
   const requests: string[] = [];
@@ -197,6 +244,12 @@ export async function startIdentityProvider({
     throw new Error('sign-in did not reach the redirect URI in 10 redirects');
   }
 
+  async function bodyOf(req: IncomingMessage): Promise<string> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    return Buffer.concat(chunks).toString();
+  }
+
   async function tokenRequest(params: Record<string, string>, authorization?: string): Promise<string> {
     const res = await fetch(`${issuer}/token`, {
       method: 'POST',
@@ -240,6 +293,9 @@ export async function startIdentityProvider({
         code_verifier: verifier,
         redirect_uri: PERSON_CLIENT.redirectUri,
       });
+    },
+    setClientScope: (clientId, scope) => {
+      clientScopes[clientId] = scope;
     },
     close: async () => {
       const closed = new Promise<void>((resolve) => http.close(() => resolve()));
