@@ -222,3 +222,75 @@ describe('console sign-in with OpenID Connect', () => {
     }
   });
 });
+
+/**
+ * ALCARTA_CONSOLE_DEFAULT_SCOPES, for identity providers that cannot put Alcarta scopes into a
+ * person's token; and a public client (no ALCARTA_CONSOLE_CLIENT_SECRET) that relies on PKCE alone.
+ */
+describe('console sign-in with OpenID Connect, public client and default scopes', () => {
+  let server: TestServer;
+  let idp: IdentityProvider;
+  let browser: Browser | undefined;
+  let skipReason: string | undefined;
+  let agent: Client;
+  let request: string;
+
+  const browserIt = (name: string, body: () => Promise<void>): void => {
+    it(name, async (t) => (skipReason ? t.skip(skipReason) : body()));
+  };
+  const url = (path: string) => `${server.url}${path}`;
+
+  before(async () => {
+    const appUrl = `http://127.0.0.1:${await freePort()}`;
+    idp = await startIdentityProvider({
+      resource: `${appUrl}/mcp`,
+      consoleRedirectUri: `${appUrl}/console/sign-in/callback`,
+      consoleClientPublic: true,
+    });
+    idp.setClientScope(CONSOLE_CLIENT.clientId, 'approvals:read');
+    server = await startTestServer({
+      env: {
+        PORT: new URL(appUrl).port,
+        ALCARTA_PUBLIC_URL: appUrl,
+        ALCARTA_OAUTH_ISSUER: idp.issuer,
+        ALCARTA_CONSOLE_CLIENT_ID: CONSOLE_CLIENT.clientId,
+        ALCARTA_CONSOLE_DEFAULT_SCOPES: 'approvals:decide',
+      },
+    });
+    const mailbox = await createMailbox(server.admin);
+    assert.equal((await server.admin.post('/v1/grants', { principal: 'sub:alice', mailboxes: [mailbox] })).status, 201);
+    const agentToken = await createToken(server.admin, { scopes: ['approvals:read'], mailboxes: [mailbox] });
+    agent = await connectMcp(server.url, agentToken.secret);
+    ({ request_id: request } = await callOk(agent, 'request_approval', { mailbox_id: mailbox, title: 'Ship order 9' }));
+    const launched = await launchChromium();
+    if ('skip' in launched) skipReason = launched.skip;
+    else browser = launched.browser;
+  });
+
+  after(async () => {
+    await agent?.close();
+    await browser?.close();
+    await server?.close();
+    await idp?.close();
+  });
+
+  browserIt('a token with only approvals:read signs in and decides through the default scopes', async () => {
+    const context = await browser!.newContext();
+    const page = await context.newPage();
+    await page.goto(url('/console/sign-in'));
+    await page.getByRole('link', { name: `Sign in with ${new URL(idp.issuer).host}` }).click();
+    await page.getByLabel('Account').fill('alice');
+    await page.getByRole('button', { name: 'Continue' }).click();
+    await page.waitForURL(url('/console'));
+    const [principal] = await server.db.query<{ scopes: string[] }>(`SELECT scopes FROM principals`);
+    assert.deepEqual(principal.scopes, ['approvals:read'], 'the token itself cannot decide');
+
+    await page.getByRole('link', { name: 'Ship order 9' }).click();
+    await page.getByRole('button', { name: 'Reject' }).click();
+    await page.waitForURL(url(`/console/requests/${request}?notice=decided`));
+    const decided = await callOk(agent, 'get_request', { request_id: request });
+    assert.equal(decided.state, 'rejected');
+    assert.equal(decided.decided_by, 'alice@example.com');
+    await context.close();
+  });
+});

@@ -11,8 +11,9 @@ import { exportJWK, generateKeyPair } from 'jose';
  *   `sub` = `client_id` = `agent`.
  * - Client `mail-console` (public, PKCE): authorization code for a person; redirect
  *   `http://127.0.0.1/callback` (never served: the code is read from the redirect URL).
- * - Client `alcarta-console` (confidential, client_secret_post), only with the `consoleRedirectUri`
- *   option: the console's own OpenID Connect sign-in (SPEC 11), authorization code + PKCE.
+ * - Client `alcarta-console` (confidential, client_secret_post; public with `consoleClientPublic`),
+ *   only with the `consoleRedirectUri` option: the console's own OpenID Connect sign-in (SPEC 11),
+ *   authorization code + PKCE.
  * - Accounts `alice` (email alice@example.com, groups ["ops"]) and `bob` (email bob@example.com, no
  *   groups). `email` and `groups` are put INTO the access token (extraTokenClaims), as IdPs do with
  *   a claim mapper, because Alcarta reads them from the token, not from userinfo.
@@ -75,12 +76,15 @@ export async function startIdentityProvider({
   resource,
   openIdDiscoveryOnly = false,
   consoleRedirectUri,
+  consoleClientPublic = false,
 }: {
   /** The RFC 8707 resource tokens are issued for (Alcarta's public URL + `/mcp`). */
   resource: string;
   openIdDiscoveryOnly?: boolean;
   /** Registers the client `alcarta-console` with this redirect URI (`…/console/sign-in/callback`). */
   consoleRedirectUri?: string;
+  /** `alcarta-console` without a secret (token_endpoint_auth_method `none`): PKCE alone. */
+  consoleClientPublic?: boolean;
 }): Promise<IdentityProvider> {
   const { default: Provider, errors } = (await import('oidc-provider')) as {
     default: new (...args: unknown[]) => any;
@@ -118,8 +122,9 @@ export async function startIdentityProvider({
         ? [
             {
               client_id: CONSOLE_CLIENT.clientId,
-              client_secret: CONSOLE_CLIENT.clientSecret,
-              token_endpoint_auth_method: 'client_secret_post',
+              ...(consoleClientPublic
+                ? { token_endpoint_auth_method: 'none' }
+                : { client_secret: CONSOLE_CLIENT.clientSecret, token_endpoint_auth_method: 'client_secret_post' }),
               grant_types: ['authorization_code'],
               response_types: ['code'],
               redirect_uris: [consoleRedirectUri],
