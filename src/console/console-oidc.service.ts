@@ -27,6 +27,12 @@ export type OidcCallbackResult =
   | { readonly ok: true; readonly secret: string; readonly expiresAt: Date }
   | { readonly ok: false; readonly problem: OidcProblem; readonly providerError?: string };
 
+/** openid-client (loaded once, it is ESM only) and the provider's configuration from discovery. */
+interface Discovered {
+  readonly lib: typeof OpenIdClient;
+  readonly config: OpenIdClient.Configuration;
+}
+
 /** The Alcarta scopes the console asks for: deciding, and reading what it decides. */
 const CONSOLE_SCOPES = ['approvals:read', 'approvals:decide'];
 
@@ -41,7 +47,7 @@ const CONSOLE_SCOPES = ['approvals:read', 'approvals:decide'];
 export class ConsoleOidcService {
   private readonly logger = new Logger('ConsoleOidc');
   /** Discovery, once per process; forgotten when it fails so that the next sign-in tries again. */
-  private configuration: Promise<{ lib: typeof OpenIdClient; config: OpenIdClient.Configuration }> | undefined;
+  private configuration: Promise<Discovered> | undefined;
 
   constructor(
     private readonly config: AppConfig,
@@ -62,9 +68,21 @@ export class ConsoleOidcService {
     return `${this.config.publicUrl}/console/sign-in/callback`;
   }
 
-  /** The provider's authorization URL, and what the browser must bring back to finish. */
-  async start(): Promise<{ authorizationUrl: URL; pending: PendingSignIn }> {
-    const { lib, config } = await this.discovered();
+  /**
+   * The provider's authorization URL, and what the browser must bring back to finish; undefined
+   * when the provider cannot be reached (its discovery document fails), which the page says.
+   */
+  async start(): Promise<{ authorizationUrl: URL; pending: PendingSignIn } | undefined> {
+    let discovered: Discovered;
+    try {
+      discovered = await this.discovered();
+    } catch (err) {
+      this.logger.warn(
+        `discovery of the identity provider failed: ${err instanceof Error ? err.message : String(err)}`,
+      );
+      return undefined;
+    }
+    const { lib, config } = discovered;
     const pending = { state: lib.randomState(), codeVerifier: lib.randomPKCECodeVerifier() };
     const prefix = this.config.oauth?.scopePrefix ?? '';
     const authorizationUrl = lib.buildAuthorizationUrl(config, {
@@ -116,13 +134,13 @@ export class ConsoleOidcService {
       : { ok: false, problem: started.problem === 'missing_scope' ? 'missing_scope' : 'exchange_failed' };
   }
 
-  private discovered(): Promise<{ lib: typeof OpenIdClient; config: OpenIdClient.Configuration }> {
+  private discovered(): Promise<Discovered> {
     this.configuration ??= this.discover();
     this.configuration.catch(() => (this.configuration = undefined));
     return this.configuration;
   }
 
-  private async discover(): Promise<{ lib: typeof OpenIdClient; config: OpenIdClient.Configuration }> {
+  private async discover(): Promise<Discovered> {
     const client = this.config.consoleOidc;
     const issuer = this.config.oauth?.issuer;
     if (!client || !issuer) throw new Error('OpenID Connect sign-in is not configured');

@@ -81,9 +81,22 @@ export class ConsoleSignInController {
       res.redirect(303, '/console/sign-in');
       return;
     }
-    const { authorizationUrl, pending } = await this.oidc.start();
-    setPendingSignIn(res, pending, this.secure);
-    res.redirect(303, authorizationUrl.href);
+    const started = await this.oidc.start();
+    if (!started) {
+      res
+        .status(502)
+        .type('html')
+        .send(
+          this.views.render('message', {
+            title: 'The identity provider could not be reached',
+            text: 'Alcarta could not reach the identity provider to sign you in. Try again in a moment; if it keeps failing, tell the administrator.',
+            signIn: true,
+          }),
+        );
+      return;
+    }
+    setPendingSignIn(res, started.pending, this.secure);
+    res.redirect(303, started.authorizationUrl.href);
   }
 
   @Get('sign-in/callback')

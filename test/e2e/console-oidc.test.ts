@@ -294,3 +294,28 @@ describe('console sign-in with OpenID Connect, public client and default scopes'
     await context.close();
   });
 });
+
+describe('console sign-in with OpenID Connect, provider unreachable', () => {
+  let server: TestServer;
+
+  before(async () => {
+    server = await startTestServer({
+      env: {
+        ALCARTA_OAUTH_ISSUER: `http://127.0.0.1:${await freePort()}`,
+        ALCARTA_CONSOLE_CLIENT_ID: CONSOLE_CLIENT.clientId,
+      },
+    });
+  });
+
+  after(async () => {
+    await server?.close();
+  });
+
+  it('answers the sign-in button with a page that says so, not a 500', async () => {
+    const res = await fetch(`${server.url}/console/sign-in/oidc`, { redirect: 'manual' });
+    assert.equal(res.status, 502);
+    assert.match(res.headers.get('content-type') ?? '', /^text\/html/);
+    assert.match(await res.text(), /The identity provider could not be reached/);
+    assert.equal(res.headers.get('set-cookie'), null, 'no sign-in was started');
+  });
+});
