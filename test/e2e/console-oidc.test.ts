@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { Browser, BrowserContext, Page } from 'playwright-core';
@@ -9,6 +11,9 @@ import { callOk, connectMcp } from '../support/mcp';
 import { activeWaits } from '../support/metrics';
 import { createMailbox, createToken, startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
+
+const SCREENSHOTS = join(process.cwd(), 'test-output', 'screenshots');
+const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 
 /** Long enough for any wake-up on a busy machine, short enough to end as a result, not an SDK timeout. */
 const BLOCK = 50;
@@ -192,6 +197,36 @@ describe('console sign-in with OpenID Connect', () => {
     assert.equal(await started.page.getByRole('link', { name: 'Sign in again' }).count(), 1);
     assert.deepEqual(await consoleCookies(started.context), []);
     await started.context.close();
+  });
+
+  browserIt('the sign-in page and the refusal pages pass axe at desktop and phone widths', async () => {
+    // bypassCSP only so that axe can be injected; the pages themselves run under the strict CSP.
+    const scan = await browser!.newContext({ bypassCSP: true });
+    const p = await scan.newPage();
+    mkdirSync(SCREENSHOTS, { recursive: true });
+    const pages = {
+      'sign-in-oidc': '/console/sign-in',
+      'sign-in-refused': '/console/sign-in/callback?code=x&state=y',
+    };
+    for (const [name, path] of Object.entries(pages)) {
+      for (const width of [1280, 375]) {
+        await p.setViewportSize({ width, height: 700 });
+        await p.goto(url(path));
+        await p.addScriptTag({ content: AXE_SOURCE });
+        const violations = await p.evaluate(async () => {
+          const axe = (globalThis as any).axe;
+          const result = await axe.run({ exclude: [] }, { iframes: false });
+          return result.violations
+            .filter((v: any) => v.impact === 'serious' || v.impact === 'critical')
+            .map((v: any) => `${v.id}: ${v.nodes.map((n: any) => n.target.join(' ')).join(', ')}`);
+        });
+        assert.deepEqual(violations, [], `${name} at ${width} px`);
+        const overflow = await p.evaluate('document.documentElement.scrollWidth > window.innerWidth');
+        assert.equal(overflow, false, `${name} fits ${width} px`);
+        await p.screenshot({ path: join(SCREENSHOTS, `console-${name}-${width}.png`), fullPage: true });
+      }
+    }
+    await scan.close();
   });
 
   browserIt('a deleted grant takes the mailbox away at the next click', async () => {
