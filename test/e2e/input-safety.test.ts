@@ -232,6 +232,9 @@ describe('input safety: unstorable text, over-long mail headers, impossible ids,
     const child = await getMessage(ingested(res, '70,000 references'));
     assert.equal(child.thread_id, (await getMessage(parent)).thread_id);
     assert.equal(child.subject, 's'.repeat(2000));
+    // Too many header lines to check the sender (MAX_CHECKED_HEADER_LINES): permerror, not a stall.
+    assert.deepEqual(child.authentication, { spf: 'none', dkim: 'permerror', dmarc: 'permerror', arc: 'permerror' });
+    assert.equal(child.from_verified, false);
   });
 
   it('JSON nested 100,000 deep: REST 400 too_deeply_nested, /mcp a JSON-RPC -32600; 64 levels are fine', async () => {

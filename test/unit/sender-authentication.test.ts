@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { AppConfig } from '#app/config/app-config.js';
 import { authenticationResult, dkimResult, senderVerdict } from '#app/mail/authentication-results.js';
 import { BoundedDnsResolver } from '#app/mail/bounded-dns-resolver.js';
-import { SenderAuthenticator } from '#app/mail/sender-authenticator.js';
+import { headerLinesExceed, MAX_CHECKED_HEADER_LINES, SenderAuthenticator } from '#app/mail/sender-authenticator.js';
 import { dnsZone, failingResolver, hangingResolver } from '../support/dns-zone';
 
 describe('sender authentication: result mapping', () => {
@@ -38,6 +38,33 @@ describe('sender authentication: result mapping', () => {
       fromVerified: true,
     });
     assert.equal(senderVerdict({ dkim: ['pass'], arc: 'none', dmarc: 'temperror' }).fromVerified, false);
+  });
+});
+
+describe('sender authentication: header blocks too long to check', () => {
+  const message = (headerLines: number, eol = '\r\n') =>
+    Buffer.from(
+      ['Subject: x', ...Array.from({ length: headerLines - 1 }, (_, i) => ` <id-${i}@x>`), '', 'body'].join(eol),
+    );
+
+  it('counts the lines of the header block only, with CRLF or LF endings', () => {
+    assert.equal(headerLinesExceed(message(MAX_CHECKED_HEADER_LINES), MAX_CHECKED_HEADER_LINES), false);
+    assert.equal(headerLinesExceed(message(MAX_CHECKED_HEADER_LINES + 1), MAX_CHECKED_HEADER_LINES), true);
+    assert.equal(headerLinesExceed(message(MAX_CHECKED_HEADER_LINES + 1, '\n'), MAX_CHECKED_HEADER_LINES), true);
+    const longBody = Buffer.from(`Subject: x\r\n\r\n${'line\r\n'.repeat(MAX_CHECKED_HEADER_LINES * 2)}`);
+    assert.equal(headerLinesExceed(longBody, MAX_CHECKED_HEADER_LINES), false);
+  });
+
+  it('a header block of 70,000 folded lines is permerror at once, without asking DNS', async () => {
+    const dns = failingResolver();
+    const config = { mailAuthentication: true, smtpHostname: 'mx.alcarta.test' } as AppConfig;
+    const authenticator = new SenderAuthenticator(config, dns);
+    const started = Date.now();
+    const verdict = await authenticator.verify(message(70_000));
+    assert.ok(Date.now() - started < 1000, `took ${Date.now() - started} ms`);
+    assert.deepEqual(verdict.authentication, { spf: 'none', dkim: 'permerror', dmarc: 'permerror', arc: 'permerror' });
+    assert.equal(verdict.fromVerified, false);
+    assert.equal(dns.lookups.length, 0);
   });
 });
 
