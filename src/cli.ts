@@ -1,17 +1,11 @@
 import 'reflect-metadata';
-import { NestFactory } from '@nestjs/core';
-import { CliModule } from './cli/cli.module';
-import { describeFailure, needsSchema, runCommand, UsageError, USAGE } from './cli/commands';
-import { AppConfig } from './config/app-config';
-import { validateEnvironment } from './config/environment';
-import { MigrationRunner } from './database/migration-runner';
-import { LocalDatabase, openEmbeddedPostgres } from './database/embedded-postgres';
-import { createRootLogger, PinoNestLogger } from './logging/logger';
+import { CliCommand, parseCommandLine, UsageError, USAGE } from './cli/command-line';
 
 /**
  * `npm run cli -- <command>` / `node dist/cli.js <command>`: administration without HTTP. Uses the
  * same database as the server (DATABASE_URL, or the embedded cluster under ALCARTA_DATA_DIR, which
  * it attaches to when the server is running). Logs go to standard error, results to standard output.
+ * The command line is checked before anything else is loaded, so a mistake answers at once.
  */
 async function main(argv: string[]): Promise<number> {
   if (argv.length === 0) {
@@ -22,39 +16,23 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${USAGE}\n`);
     return 0;
   }
-  const config = new AppConfig(validateEnvironment(process.env));
-  const logger = createRootLogger(config.logLevel === 'info' ? 'warn' : config.logLevel, process.stderr);
-  let embedded: LocalDatabase | undefined;
+  let command: CliCommand;
   try {
-    embedded = config.databaseUrl ? undefined : await openEmbeddedPostgres(config.dataDir, { persistent: true });
-    const app = await NestFactory.createApplicationContext(
-      CliModule.register({ overrides: { DATABASE_URL: embedded?.url ?? config.databaseUrl } }, logger),
-      { logger: new PinoNestLogger(logger) },
-    );
-    try {
-      if (needsSchema(argv)) {
-        if (config.runMigrations) await app.get(MigrationRunner).run();
-        else await app.get(MigrationRunner).assertUpToDate();
-      }
-      const output = await runCommand(app, argv);
-      process.stdout.write(`${argv.includes('--json') ? JSON.stringify(output.json, null, 2) : output.text}\n`);
-      return 0;
-    } finally {
-      await app.close();
-    }
+    command = parseCommandLine(argv);
   } catch (err) {
-    process.stderr.write(`error: ${describeFailure(err)}\n`);
-    if (err instanceof UsageError) process.stderr.write(`\n${USAGE}\n`);
-    return err instanceof UsageError ? 2 : 1;
-  } finally {
-    await embedded?.close();
+    if (!(err instanceof UsageError)) throw err;
+    process.stderr.write(`error: ${err.message}\n\n${USAGE}\n`);
+    return 2;
   }
+  // The application (a second or two of module loading) is loaded only for a valid command.
+  const { execute } = await import('./cli/cli-runner.js');
+  return execute(command);
 }
 
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err: unknown) => {
-    process.stderr.write(`error: ${describeFailure(err)}\n`);
+    process.stderr.write(`error: ${err instanceof Error ? err.message : String(err)}\n`);
     process.exit(1);
   },
 );

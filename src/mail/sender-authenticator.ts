@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { isIP } from 'node:net';
-import { arc, ARCData, dkimVerify, dmarc, spf } from 'mailauth';
+import type { ARCData } from 'mailauth';
 import { AppConfig } from '../config/app-config';
 import { CheckOutcomes, senderVerdict } from './authentication-results';
 import { BoundedDnsResolver } from './bounded-dns-resolver';
@@ -13,6 +13,13 @@ export interface SmtpEnvelopeContext {
   helo: string;
   mailFrom: string;
 }
+
+/**
+ * mailauth, loaded at the first check rather than at start-up: loading it costs about a second of
+ * CPU, which the administrative CLI and replicas that never see raw mail need not pay.
+ */
+let mailauth: Promise<typeof import('mailauth')> | undefined;
+const loadMailauth = () => (mailauth ??= import('mailauth'));
 
 /** A message mailauth could not even read (it threw): nothing about its sender can be known. */
 const UNREADABLE: CheckOutcomes = { dkim: ['permerror'], arc: 'permerror', dmarc: 'permerror' };
@@ -60,6 +67,7 @@ export class SenderAuthenticator {
   }
 
   private async check(raw: Buffer, smtp: SmtpEnvelopeContext | undefined): Promise<CheckOutcomes> {
+    const { arc, dkimVerify, dmarc, spf } = await loadMailauth();
     const dns = new BoundedDnsResolver(this.resolver);
     const resolver = dns.resolve;
 

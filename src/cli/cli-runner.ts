@@ -1,0 +1,42 @@
+import { NestFactory } from '@nestjs/core';
+import { AppConfig } from '../config/app-config';
+import { validateEnvironment } from '../config/environment';
+import { LocalDatabase, openEmbeddedPostgres } from '../database/embedded-postgres';
+import { MigrationRunner } from '../database/migration-runner';
+import { createRootLogger, PinoNestLogger } from '../logging/logger';
+import { CliModule } from './cli.module';
+import { CliCommand } from './command-line';
+import { describeFailure, runCommand } from './commands';
+
+/**
+ * Runs one parsed command against the database: the server's (DATABASE_URL) or the embedded
+ * cluster under ALCARTA_DATA_DIR. Results go to standard output, logs and errors to standard error.
+ */
+export async function execute(command: CliCommand): Promise<number> {
+  let embedded: LocalDatabase | undefined;
+  try {
+    const config = new AppConfig(validateEnvironment(process.env));
+    const logger = createRootLogger(config.logLevel === 'info' ? 'warn' : config.logLevel, process.stderr);
+    embedded = config.databaseUrl ? undefined : await openEmbeddedPostgres(config.dataDir, { persistent: true });
+    const app = await NestFactory.createApplicationContext(
+      CliModule.register({ overrides: { DATABASE_URL: embedded?.url ?? config.databaseUrl } }, logger),
+      { logger: new PinoNestLogger(logger) },
+    );
+    try {
+      if (command.name !== 'migrate') {
+        if (config.runMigrations) await app.get(MigrationRunner).run();
+        else await app.get(MigrationRunner).assertUpToDate();
+      }
+      const output = await runCommand(app, command);
+      process.stdout.write(`${command.json ? JSON.stringify(output.json, null, 2) : output.text}\n`);
+      return 0;
+    } finally {
+      await app.close();
+    }
+  } catch (err) {
+    process.stderr.write(`error: ${describeFailure(err)}\n`);
+    return 1;
+  } finally {
+    await embedded?.close();
+  }
+}

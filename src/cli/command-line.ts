@@ -1,0 +1,122 @@
+import { parseArgs } from 'node:util';
+
+export const USAGE = `Usage: npm run cli -- <command> [options]      (or: node dist/cli.js <command>)
+
+  migrate                                         apply pending database migrations
+  tokens create --name N --scopes a,b --mailboxes mbx_…,mbx_…|* [--expires-at ISO-8601]
+                                                  create a token; prints its id and secret (shown once)
+  tokens list                                     list tokens (never secrets)
+  tokens revoke TOKEN_ID                          revoke a token at once
+  grants create --principal sub:S|client:C|group:G --mailboxes mbx_…,mbx_…|*
+                                                  grant mailboxes to an OAuth principal
+  grants list                                     list grants
+  grants revoke GRANT_ID                          delete a grant at once
+  mailboxes create --address A [--name N]         create a mailbox
+  mailboxes list                                  list mailboxes
+
+Options: --json  print JSON instead of text
+Scopes: mail:read mail:send approvals:read approvals:decide mail:ingest admin`;
+
+export class UsageError extends Error {}
+
+/**
+ * A command line understood completely, before the CLI loads the application or opens the
+ * database: a usage error answers at once and can change nothing.
+ */
+export type CliCommand = { readonly json: boolean } & (
+  | { readonly name: 'migrate' }
+  | {
+      readonly name: 'tokens create';
+      readonly tokenName: string;
+      readonly scopes: string[];
+      readonly mailboxes: string[];
+      readonly expiresAt: Date | null;
+    }
+  | { readonly name: 'tokens list' }
+  | { readonly name: 'tokens revoke'; readonly tokenId: string }
+  | { readonly name: 'grants create'; readonly principal: string; readonly mailboxes: string[] }
+  | { readonly name: 'grants list' }
+  | { readonly name: 'grants revoke'; readonly grantId: string }
+  | { readonly name: 'mailboxes create'; readonly address: string; readonly mailboxName: string | null }
+  | { readonly name: 'mailboxes list' }
+);
+
+export function parseCommandLine(argv: string[]): CliCommand {
+  const [group, action, ...rest] = argv;
+  const name = group === 'migrate' ? 'migrate' : `${group ?? ''} ${action ?? ''}`.trim();
+  const { values, positionals } = parse(group === 'migrate' ? argv.slice(1) : rest);
+  const json = values.json === true;
+
+  switch (name) {
+    case 'migrate':
+    case 'tokens list':
+    case 'grants list':
+    case 'mailboxes list':
+      return { name, json };
+    case 'tokens create': {
+      const expiresAt = values['expires-at'] ? new Date(values['expires-at']) : null;
+      if (expiresAt && Number.isNaN(expiresAt.getTime()))
+        throw new UsageError('--expires-at must be an ISO 8601 date-time');
+      return {
+        name,
+        json,
+        tokenName: required(values.name, '--name'),
+        scopes: list(required(values.scopes, '--scopes')),
+        mailboxes: list(required(values.mailboxes, '--mailboxes')),
+        expiresAt,
+      };
+    }
+    case 'tokens revoke':
+      return { name, json, tokenId: positional(positionals, 'tokens revoke needs a token id') };
+    case 'grants create':
+      return {
+        name,
+        json,
+        principal: required(values.principal, '--principal'),
+        mailboxes: list(required(values.mailboxes, '--mailboxes')),
+      };
+    case 'grants revoke':
+      return { name, json, grantId: positional(positionals, 'grants revoke needs a grant id') };
+    case 'mailboxes create':
+      return { name, json, address: required(values.address, '--address'), mailboxName: values.name ?? null };
+    default:
+      throw new UsageError(name ? `unknown command: ${name}` : 'no command given');
+  }
+}
+
+function parse(args: string[]) {
+  try {
+    return parseArgs({
+      args,
+      allowPositionals: true,
+      options: {
+        name: { type: 'string' },
+        scopes: { type: 'string' },
+        mailboxes: { type: 'string' },
+        'expires-at': { type: 'string' },
+        address: { type: 'string' },
+        principal: { type: 'string' },
+        json: { type: 'boolean' },
+      },
+    });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
+
+function required(value: string | undefined, flag: string): string {
+  if (!value) throw new UsageError(`${flag} is required`);
+  return value;
+}
+
+function positional(positionals: string[], missing: string): string {
+  if (!positionals[0]) throw new UsageError(missing);
+  return positionals[0];
+}
+
+function list(value: string): string[] {
+  return value
+    .split(',')
+    .map((v) => v.trim())
+    .filter((v) => v.length > 0);
+}

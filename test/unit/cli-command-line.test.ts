@@ -1,0 +1,69 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { parseCommandLine, UsageError } from '#app/cli/command-line.js';
+
+describe('CLI command line', () => {
+  it('understands every command with its flags, and --json anywhere', () => {
+    assert.deepEqual(parseCommandLine(['migrate', '--json']), { name: 'migrate', json: true });
+    assert.deepEqual(
+      parseCommandLine([
+        'tokens',
+        'create',
+        '--name',
+        'ci',
+        '--scopes',
+        'mail:read, admin',
+        '--mailboxes',
+        '*',
+        '--expires-at',
+        '2027-01-01T00:00:00Z',
+      ]),
+      {
+        name: 'tokens create',
+        json: false,
+        tokenName: 'ci',
+        scopes: ['mail:read', 'admin'],
+        mailboxes: ['*'],
+        expiresAt: new Date('2027-01-01T00:00:00Z'),
+      },
+    );
+    assert.deepEqual(parseCommandLine(['tokens', 'revoke', 'tok_1']), {
+      name: 'tokens revoke',
+      json: false,
+      tokenId: 'tok_1',
+    });
+    assert.deepEqual(parseCommandLine(['grants', 'create', '--principal', 'group:ops', '--mailboxes', 'mbx_1,mbx_2']), {
+      name: 'grants create',
+      json: false,
+      principal: 'group:ops',
+      mailboxes: ['mbx_1', 'mbx_2'],
+    });
+    assert.deepEqual(parseCommandLine(['mailboxes', 'create', '--address', 'a@example.com']), {
+      name: 'mailboxes create',
+      json: false,
+      address: 'a@example.com',
+      mailboxName: null,
+    });
+    assert.deepEqual(parseCommandLine(['mailboxes', 'list', '--json']), { name: 'mailboxes list', json: true });
+  });
+
+  it('refuses mistakes with a usage error that names them', () => {
+    const cases: [string[], RegExp][] = [
+      [['bogus'], /unknown command: bogus/],
+      [['tokens', 'create', '--name', 'x'], /--scopes is required/],
+      [
+        ['tokens', 'create', '--name', 'x', '--scopes', 'admin', '--mailboxes', '*', '--expires-at', 'soon'],
+        /ISO 8601/,
+      ],
+      [['tokens', 'revoke'], /needs a token id/],
+      [['grants', 'revoke'], /needs a grant id/],
+      [['mailboxes', 'list', '--no-such-flag'], /no-such-flag/],
+    ];
+    for (const [argv, message] of cases) {
+      assert.throws(
+        () => parseCommandLine(argv),
+        (err: unknown) => err instanceof UsageError && message.test(err.message),
+      );
+    }
+  });
+});
