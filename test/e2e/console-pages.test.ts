@@ -281,6 +281,18 @@ describe('console pages', () => {
     await page.getByRole('button', { name: 'Filter' }).click();
     await page.waitForURL(/state=cancelled/);
     assert.match(await page.locator('.empty').innerText(), /No decided requests/);
+    await page.getByLabel('Outcome').selectOption('');
+    await page.getByLabel('Mailbox').selectOption(otherMailbox);
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await page.waitForURL(new RegExp(`mailbox=${otherMailbox}`));
+    assert.deepEqual(await titles(), ['Refund order 7781']);
+
+    // Pending is not an outcome, and a mailbox out of reach is not found: pages that say so.
+    const notDecided = await page.goto(url('/console/history?state=pending'));
+    assert.equal(notDecided!.status(), 400);
+    assert.match(await page.locator('main').innerText(), /Choose one of: approved, rejected, expired, cancelled/);
+    const hidden = await createMailbox(server.admin);
+    assert.equal((await page.goto(url(`/console/history?mailbox=${hidden}`)))!.status(), 404);
   });
 
   browserIt('a POST without the session’s CSRF token is refused', async () => {
