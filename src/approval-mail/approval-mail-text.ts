@@ -10,10 +10,12 @@ function oneLine(text: string): string {
  * The mail that asks `approver` to decide `request`, from the request's mailbox: a plain-text
  * summary and the one link to the confirmation page, where the approver approves or rejects.
  * Plain text only: nothing in it can load or run anything in the approver's mail client.
+ * `requesterName` names the credential that asked (null when it has no name any more).
  */
 export function approvalMail(
   request: ApprovalRequestEntity,
   mailboxAddress: string,
+  requesterName: string | null,
   approver: string,
   linkUrl: string,
   now: Date,
@@ -22,6 +24,7 @@ export function approvalMail(
     `An agent of ${mailboxAddress} asks for your decision.`,
     '',
     `Request: ${request.title}`,
+    `Asked by: ${requesterName === null ? request.createdBy : `${requesterName} (${request.createdBy})`}`,
     ...(request.details ? ['', request.details] : []),
   ];
   if (request.email) {

@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { ApprovalsModule } from '../approvals/approvals.module';
+import { AuthModule } from '../auth/auth.module';
 import { ConsoleModule } from '../console/console.module';
 import { EventsModule } from '../events/events.module';
 import { MailModule } from '../mail/mail.module';
@@ -19,7 +20,7 @@ import { MailboxApproverRepository } from './mailbox-approver.repository';
  * (under /console, so the console's middleware gives them its headers and parses their forms).
  */
 @Module({
-  imports: [ApprovalsModule, MailModule, OutboxModule, EventsModule, ConsoleModule],
+  imports: [ApprovalsModule, AuthModule, MailModule, OutboxModule, EventsModule, ConsoleModule],
   controllers: [ApproversController, ApprovalLinksController],
   providers: [
     MailboxApproverRepository,

@@ -4,6 +4,7 @@ import { EntityManager } from 'typeorm';
 import { ApprovalRequestEntity } from '../approvals/approval-request.entity';
 import { ApprovalService } from '../approvals/approval.service';
 import { OPERATOR } from '../auth/caller';
+import { CredentialRepository } from '../auth/credential.repository';
 import { randomBase62 } from '../common/ids';
 import { AppConfig } from '../config/app-config';
 import { EventLog } from '../events/event-log';
@@ -37,6 +38,7 @@ export class ApprovalMailService implements OnModuleInit {
     private readonly mails: ApprovalMailRepository,
     private readonly links: ApprovalLinkRepository,
     private readonly mailboxes: MailboxService,
+    private readonly credentials: CredentialRepository,
     private readonly relay: SmtpRelay,
     private readonly eventLog: EventLog,
   ) {}
@@ -77,7 +79,10 @@ export class ApprovalMailService implements OnModuleInit {
       const finished = await this.mails.finishClaim(mail.id, replicaId, { status: 'obsolete' });
       return finished ? 'obsolete' : undefined;
     }
-    const mailbox = await this.mailboxes.getVisible(OPERATOR, request.mailboxId);
+    const [mailbox, names] = await Promise.all([
+      this.mailboxes.getVisible(OPERATOR, request.mailboxId),
+      this.credentials.namesOf([request.createdBy]),
+    ]);
     const token = randomBytes(32).toString('base64url');
     await this.links.insert({
       tokenHash: linkTokenHash(token),
@@ -87,7 +92,9 @@ export class ApprovalMailService implements OnModuleInit {
       usedAt: null,
     });
     const url = `${this.config.publicUrl}/console/links/${token}`;
-    const outcome = await this.relay.send(approvalMail(request, mailbox.address, mail.email, url, new Date()));
+    const outcome = await this.relay.send(
+      approvalMail(request, mailbox.address, names.get(request.createdBy) ?? null, mail.email, url, new Date()),
+    );
     let changes: ApprovalMailChanges;
     if (outcome.kind === 'sent') {
       changes = { status: 'sent', error: null };

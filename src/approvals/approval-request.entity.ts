@@ -25,6 +25,8 @@ export interface EmailDraft {
 @Index('approval_requests_mailbox_created', ['mailboxId', 'createdAt'])
 /** Pending requests by expiry, for the sweeper (partial; owned by the migration). */
 @Index('approval_requests_pending_expiry', { synchronize: false })
+/** Decided requests by decision time, for the console's history (partial; owned by the migration). */
+@Index('approval_requests_decided', { synchronize: false })
 export class ApprovalRequestEntity {
   @PrimaryColumn({ type: 'text' })
   id: string;
@@ -51,7 +53,7 @@ export class ApprovalRequestEntity {
   @Column({ type: 'jsonb', nullable: true })
   email: EmailDraft | null;
 
-  /** Id of the token that asked. */
+  /** Binding id of the credential that asked: a token's `tok_…` or an OAuth principal's `prn_…`. */
   @Column({ name: 'created_by', type: 'text' })
   createdBy: string;
 

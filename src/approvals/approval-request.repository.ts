@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
-import { EntityManager, FindOptionsWhere, In, Repository } from 'typeorm';
+import { EntityManager, FindOptionsWhere, In, IsNull, Not, Repository } from 'typeorm';
 import { MailboxAccess } from '../auth/caller';
 import { ApprovalRequestEntity, RequestState } from './approval-request.entity';
 
@@ -10,6 +10,8 @@ export interface RequestListFilter {
   state?: RequestState | readonly RequestState[];
   mailboxId?: string;
   limit: number;
+  /** Newest first by creation (the default, as the REST list and the pending list show them) or by decision (history). */
+  newestBy?: 'created' | 'decided';
 }
 
 @Injectable()
@@ -52,9 +54,11 @@ export class ApprovalRequestRepository {
     const where: FindOptionsWhere<ApprovalRequestEntity> = {};
     if (filter.state) where.state = typeof filter.state === 'string' ? filter.state : In([...filter.state]);
     if (filter.mailboxId) where.mailboxId = filter.mailboxId;
+    // Said outright (terminal states always have it) so the partial index on decided_at applies.
+    if (filter.newestBy === 'decided') where.decidedAt = Not(IsNull());
     return this.requests.find({
       where: filter.mailboxId ? where : visible(filter.access, where),
-      order: { createdAt: 'DESC', id: 'DESC' },
+      order: filter.newestBy === 'decided' ? { decidedAt: 'DESC', id: 'DESC' } : { createdAt: 'DESC', id: 'DESC' },
       take: filter.limit,
     });
   }

@@ -11,7 +11,7 @@ import { MessageService } from '../mail/message.service';
 import { DeliveryView } from '../outbox/delivery.views';
 import { OutboxService } from '../outbox/outbox.service';
 import { ApprovalRequestEntity, EmailDraft, RequestKind, RequestState } from './approval-request.entity';
-import { ApprovalRequestRepository } from './approval-request.repository';
+import { ApprovalRequestRepository, RequestListFilter } from './approval-request.repository';
 import { createdRequestView, requestView } from './request.views';
 
 export const DEFAULT_EXPIRY_SECONDS = 24 * 3600;
@@ -37,6 +37,9 @@ export interface NewEmail {
 }
 
 type Decision = 'approved' | 'rejected' | 'cancelled';
+
+/** Which requests a list shows; `newestBy` as in RequestListFilter (by creation unless said). */
+export type RequestFilter = Omit<RequestListFilter, 'access'>;
 
 /**
  * Runs inside the transaction that creates a request, so what it writes commits (or rolls back)
@@ -107,14 +110,17 @@ export class ApprovalService {
     return { ...(await this.view(request)), created_by: request.createdBy };
   }
 
-  async list(
-    caller: Caller,
-    filter: { state?: RequestState | readonly RequestState[]; mailboxId?: string; limit: number },
-  ) {
-    if (filter.mailboxId) await this.mailboxes.getVisible(caller, filter.mailboxId);
-    const rows = await this.requests.list({ access: caller.mailboxAccess, ...filter });
+  async list(caller: Caller, filter: RequestFilter) {
+    const rows = await this.visibleRows(caller, filter);
     const deliveries = await this.deliveriesOf(rows);
     return { requests: rows.map((r) => requestView(r, deliveries.get(r.id))) };
+  }
+
+  /** The requests as `list` shows them, each with the credential that asked for it (the console names it). */
+  async listWithRequesters(caller: Caller, filter: RequestFilter) {
+    const rows = await this.visibleRows(caller, filter);
+    const deliveries = await this.deliveriesOf(rows);
+    return { requests: rows.map((r) => ({ ...requestView(r, deliveries.get(r.id)), created_by: r.createdBy })) };
   }
 
   cancel(caller: Caller, requestId: string) {
@@ -151,6 +157,11 @@ export class ApprovalService {
       for (const request of overdue) await this.transition(manager, request, 'expired', null, null);
       return overdue.length;
     });
+  }
+
+  private async visibleRows(caller: Caller, filter: RequestFilter): Promise<ApprovalRequestEntity[]> {
+    if (filter.mailboxId) await this.mailboxes.getVisible(caller, filter.mailboxId);
+    return this.requests.list({ access: caller.mailboxAccess, ...filter });
   }
 
   /** The visible request as it stands now: a pending one past its expiry is expired first. */

@@ -19,8 +19,9 @@ interface CredentialRow {
 /**
  * Rebuilds callers from binding ids alone, for work that outlives the request that started it
  * (stored waits, websocket tickets): a token as stored, or an OAuth principal with its newest
- * claims and the mailboxes its grants give now. Reads the `credentials` view (migration
- * 1765300000000), which puts tokens and principals side by side.
+ * claims and the mailboxes its grants give now; and names credentials for the people who decide.
+ * Reads the `credentials` view (migrations 1765300000000, 1765600000000), which puts tokens and
+ * principals side by side.
  */
 @Injectable()
 export class CredentialRepository {
@@ -36,6 +37,20 @@ export class CredentialRepository {
       [[...new Set(ids)]],
     );
     return new Map(rows.map((row) => [row.id, toCaller(row, authenticatedAt)]));
+  }
+
+  /**
+   * The names of those ids, in one query: a token's name; a principal's email, else its client id,
+   * else its subject. Revoked and expired credentials keep their names (history still shows who
+   * asked); ids that name no credential (the operator, a decider's address) are left out.
+   */
+  async namesOf(ids: readonly string[]): Promise<Map<string, string>> {
+    if (ids.length === 0) return new Map();
+    const rows = await this.dataSource.query<Array<{ id: string; name: string }>>(
+      `SELECT id, name FROM credentials WHERE id = ANY($1::text[])`,
+      [[...new Set(ids)]],
+    );
+    return new Map(rows.map((row) => [row.id, row.name]));
   }
 }
 

@@ -1,7 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { RequestState } from '../approvals/approval-request.entity';
-import { ApprovalService } from '../approvals/approval.service';
+import { ApprovalService, RequestFilter } from '../approvals/approval.service';
 import { Caller } from '../auth/caller';
+import { CredentialRepository } from '../auth/credential.repository';
 import { AlcartaError, invalidRequest } from '../common/errors';
 import { hasUnstorableText } from '../common/text-safety';
 import { MailboxService } from '../mail/mailbox.service';
@@ -15,6 +16,16 @@ const MAX_REASON_LENGTH = 2000;
 export type ConsoleDecision = 'approved' | 'rejected';
 
 /**
+ * Who asked or decided, as a page shows it: the credential's name when the id names one, always
+ * with the id itself (names are not unique). A deleted or unknown credential, the operator and a
+ * decider's address (an OAuth decision records the email) have no name: the page shows the id.
+ */
+export interface Who {
+  id: string;
+  name: string | null;
+}
+
+/**
  * What the console's request pages show, through the same ApprovalService as the REST API: the
  * same visibility (only the credential's mailboxes), the same decisions, the same `decided_by`.
  */
@@ -23,25 +34,39 @@ export class ConsoleRequestsService {
   constructor(
     private readonly approvals: ApprovalService,
     private readonly mailboxes: MailboxService,
+    private readonly credentials: CredentialRepository,
   ) {}
 
   async pending(caller: Caller, mailboxId: string | undefined) {
-    return this.listing(caller, 'pending', mailboxId);
+    return this.listing(caller, { state: 'pending', mailboxId, newestBy: 'created' });
   }
 
   async history(caller: Caller, state: string | undefined, mailboxId: string | undefined) {
     if (state !== undefined && !DECIDED_STATES.includes(state as RequestState)) {
       throw invalidRequest('invalid_state', `Choose one of: ${DECIDED_STATES.join(', ')}.`);
     }
-    return this.listing(caller, state ? (state as RequestState) : DECIDED_STATES, mailboxId);
+    const states = state ? (state as RequestState) : DECIDED_STATES;
+    return this.listing(caller, { state: states, mailboxId, newestBy: 'decided' });
   }
 
-  /** One request, with its mailbox's address and, for an email, the sanitized document of its HTML. */
+  /**
+   * One request, with its mailbox's address, who asked and who decided it, and, for an email, the
+   * sanitized document of its HTML.
+   */
   async request(caller: Caller, requestId: string) {
     const request = await this.approvals.getWithRequester(caller, requestId);
-    const mailbox = await this.mailboxes.getVisible(caller, request.mailbox_id);
+    const [mailbox, names] = await Promise.all([
+      this.mailboxes.getVisible(caller, request.mailbox_id),
+      this.credentials.namesOf(credentialIds([request])),
+    ]);
     const draftHtml = request.email?.html ? draftDocument(request.email.html) : null;
-    return { request, mailboxAddress: mailbox.address, draftHtml };
+    return {
+      request,
+      mailboxAddress: mailbox.address,
+      askedBy: who(request.created_by, names),
+      decidedBy: request.decided_by ? who(request.decided_by, names) : null,
+      draftHtml,
+    };
   }
 
   /**
@@ -63,18 +88,35 @@ export class ConsoleRequestsService {
     }
   }
 
-  private async listing(caller: Caller, state: RequestState | readonly RequestState[], mailboxId: string | undefined) {
+  /** A page of requests with their mailboxes' addresses and who asked and decided, named in one query. */
+  private async listing(caller: Caller, filter: Omit<RequestFilter, 'limit'>) {
     const [{ mailboxes }, { requests }] = await Promise.all([
       this.mailboxes.list(caller),
-      this.approvals.list(caller, { state, mailboxId, limit: PAGE_SIZE }),
+      this.approvals.listWithRequesters(caller, { ...filter, limit: PAGE_SIZE }),
     ]);
+    const names = await this.credentials.namesOf(credentialIds(requests));
     const addresses = new Map(mailboxes.map((m) => [m.mailbox_id, m.address]));
     return {
       mailboxes,
-      requests: requests.map((r) => ({ ...r, mailbox_address: addresses.get(r.mailbox_id) ?? r.mailbox_id })),
+      requests: requests.map((r) => ({
+        ...r,
+        mailbox_address: addresses.get(r.mailbox_id) ?? r.mailbox_id,
+        asked_by: who(r.created_by, names),
+        decider: r.decided_by ? who(r.decided_by, names) : null,
+      })),
       full: requests.length === PAGE_SIZE,
+      newestBy: filter.newestBy,
     };
   }
+}
+
+/** The ids of the credentials that asked for and decided these requests. */
+function credentialIds(requests: ReadonlyArray<{ created_by: string; decided_by?: string }>): string[] {
+  return requests.flatMap((r) => (r.decided_by ? [r.created_by, r.decided_by] : [r.created_by]));
+}
+
+function who(id: string, names: ReadonlyMap<string, string>): Who {
+  return { id, name: names.get(id) ?? null };
 }
 
 function reasonOf(reason: unknown): string | null {

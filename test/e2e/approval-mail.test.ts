@@ -29,6 +29,7 @@ describe('approval by email', () => {
   let relay: TestSmtpRelay;
   let server: TestServer;
   let agent: Client;
+  let agentTokenId: string;
   let mailboxId: string;
   let otherMailboxId: string;
   const approvers = ['alice@approvers.example', 'bob@approvers.example'];
@@ -91,9 +92,11 @@ describe('approval by email', () => {
     mailboxId = await createMailbox(server.admin);
     otherMailboxId = await createMailbox(server.admin);
     const token = await createToken(server.admin, {
+      name: 'Release bot',
       scopes: ['approvals:read', 'mail:read'],
       mailboxes: [mailboxId, otherMailboxId],
     });
+    agentTokenId = token.id;
     agent = await connectMcp(server.url, token.secret);
     const set = await server.admin.request('PUT', `/v1/mailboxes/${mailboxId}/approvers`, { emails: approvers });
     assert.equal(set.status, 200, JSON.stringify(set.body));
@@ -166,6 +169,7 @@ describe('approval by email', () => {
     for (const mail of mails) {
       assert.match(mail.subject, /Ship release 4\.2/);
       assert.match(mail.text, /Tagged v4\.2\.0/);
+      assert.match(mail.text, new RegExp(`^Asked by: Release bot \\(${agentTokenId}\\)$`, 'm'));
       assert.ok(mail.link.startsWith(`${server.url}/console/links/`), mail.link);
     }
     const alice = linkOf(mails, approvers[0]);

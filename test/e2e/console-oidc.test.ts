@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { Browser, BrowserContext, Page } from 'playwright-core';
+import { CredentialRepository } from '#app/auth/credential.repository.js';
 import { freePort } from '#app/common/net.js';
 import { launchChromium } from '../support/browser';
 import { CONSOLE_CLIENT, IdentityProvider, startIdentityProvider } from '../support/identity-provider';
@@ -30,6 +31,7 @@ describe('console sign-in with OpenID Connect', () => {
   let browser: Browser | undefined;
   let skipReason: string | undefined;
   let agent: Client;
+  let agentTokenId: string;
   let opsMailbox: string;
   let opsGrant: string;
   let opsRequest: string;
@@ -89,9 +91,11 @@ describe('console sign-in with OpenID Connect', () => {
     assert.equal(granted.status, 201, JSON.stringify(granted.body));
     opsGrant = granted.body.grant_id;
     const agentToken = await createToken(server.admin, {
+      name: 'Ops agent',
       scopes: ['mail:send', 'approvals:read'],
       mailboxes: [opsMailbox, otherMailbox],
     });
+    agentTokenId = agentToken.id;
     agent = await connectMcp(server.url, agentToken.secret);
     ({ request_id: opsRequest } = await callOk(agent, 'request_approval', {
       mailbox_id: opsMailbox,
@@ -146,6 +150,7 @@ describe('console sign-in with OpenID Connect', () => {
     const { page } = alice;
     await page.getByRole('link', { name: 'Pay invoice 42' }).click();
     await page.waitForURL(url(`/console/requests/${opsRequest}`));
+    assert.equal(await page.locator('dd.asked-by').innerText(), `Ops agent ${agentTokenId}`);
     const waiting = callOk(agent, 'monitor_approval', { request_id: opsRequest, timeout_seconds: BLOCK });
     await waitFor('the agent’s parked wait', async () => (await activeWaits(server.url, 'request')) === 1);
 
@@ -160,6 +165,34 @@ describe('console sign-in with OpenID Connect', () => {
       [[opsRequest, 'approved']],
     );
     assert.equal((await callOk(agent, 'get_request', { request_id: opsRequest })).decided_by, 'alice@example.com');
+  });
+
+  browserIt('credentials are named by email, else client id, else subject; a token by its name', async () => {
+    const [{ id: alicePrincipal }] = await server.db.query<{ id: string }>(
+      `SELECT id FROM principals WHERE subject = 'alice'`,
+    );
+    // Principals as other providers' tokens leave them: no email, or no email and no client.
+    await server.db.query(
+      `INSERT INTO principals (id, issuer, subject, client_id, email, claims_issued_at)
+       VALUES ('prn_reportingService', $1, 'svc-7', 'reporting-app', NULL, now()),
+              ('prn_subjectOnly', $1, 'svc-8', NULL, NULL, now())`,
+      [idp.issuer],
+    );
+    const names = await server.running.app
+      .get(CredentialRepository)
+      .namesOf([alicePrincipal, 'prn_reportingService', 'prn_subjectOnly', agentTokenId, 'tok_unknown', 'operator']);
+    assert.deepEqual(
+      new Map([...names].sort()),
+      new Map(
+        [
+          [alicePrincipal, 'alice@example.com'],
+          ['prn_reportingService', 'reporting-app'],
+          ['prn_subjectOnly', 'svc-8'],
+          [agentTokenId, 'Ops agent'],
+        ].sort() as Array<[string, string]>,
+      ),
+    );
+    await server.db.query(`DELETE FROM principals WHERE id IN ('prn_reportingService', 'prn_subjectOnly')`);
   });
 
   browserIt('bob, in no group, signs in and sees the empty state', async () => {

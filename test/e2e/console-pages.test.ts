@@ -38,6 +38,7 @@ describe('console pages', () => {
   let approver: { id: string; secret: string };
   let secondApprover: { id: string; secret: string };
   let readOnly: { id: string; secret: string };
+  let agentToken: { id: string; secret: string };
   let agent: Client;
   let first: BrowserContext;
   let page: Page;
@@ -83,7 +84,8 @@ describe('console pages', () => {
     });
     secondApprover = await createToken(server.admin, { scopes: ['approvals:decide'], mailboxes: [mailbox] });
     readOnly = await createToken(server.admin, { scopes: ['approvals:read'], mailboxes: [mailbox] });
-    const agentToken = await createToken(server.admin, {
+    agentToken = await createToken(server.admin, {
+      name: 'Release bot',
       scopes: ['mail:send', 'approvals:read'],
       mailboxes: [mailbox, otherMailbox],
     });
@@ -170,6 +172,10 @@ describe('console pages', () => {
       'Refund order 7781',
     ]);
     assert.equal(await links.first().getAttribute('href'), `/console/requests/${emailRequest}`);
+    // Each row names who asked: the token's name, with its id (names are not unique).
+    for (const asked of await page.locator('.requests li .asked').allInnerTexts()) {
+      assert.match(asked, new RegExp(`by Release bot ${agentToken.id}$`));
+    }
 
     await page.getByLabel('Mailbox').selectOption(otherMailbox);
     await page.getByRole('button', { name: 'Filter' }).click();
@@ -187,7 +193,8 @@ describe('console pages', () => {
     await page.waitForURL(url(`/console/requests/${emailRequest}`));
     const facts = await page.locator('dl.facts').first().innerText();
     assert.match(facts, new RegExp(`shop-${process.pid}@example.com`));
-    assert.match(facts, /tok_/);
+    assert.equal(await page.locator('dd.asked-by').innerText(), `Release bot ${agentToken.id}`);
+    assert.equal(await page.locator('dd.asked-by .credential-id').innerText(), agentToken.id);
     const draft = await page.locator('section[aria-labelledby="draft-heading"]').innerText();
     for (const part of ['customer@example.org', 'boss@example.org', 'Your refund', 'your refund is on its way']) {
       assert.ok(draft.includes(part), `draft shows ${part}`);
@@ -218,7 +225,7 @@ describe('console pages', () => {
     await page.getByRole('button', { name: 'Approve' }).click();
     await page.waitForURL(url(`/console/requests/${emailRequest}?notice=decided`));
     assert.match(await page.getByRole('status').innerText(), /Your decision was recorded/);
-    assert.equal(await page.locator('.decided-by').innerText(), approver.id);
+    assert.equal(await page.locator('.decided-by').innerText(), `Approver ${approver.id}`);
 
     const result = await waiting;
     assert.equal(result.matched, true);
@@ -233,8 +240,11 @@ describe('console pages', () => {
     // The second approver's page is stale: their click finds the request decided, not an error.
     await second.page.getByRole('button', { name: 'Approve' }).click();
     await second.page.waitForURL(url(`/console/requests/${emailRequest}?notice=already_decided`));
-    assert.match(await second.page.getByRole('status').innerText(), /already decided by someone else/);
-    assert.equal(await second.page.locator('.decided-by').innerText(), approver.id);
+    const notice = await second.page.getByRole('status').innerText();
+    assert.match(notice, /already decided by someone else/);
+    assert.match(notice, new RegExp(`: approved by Approver ${approver.id} at .+\\. Nothing was changed\\.$`));
+    assert.doesNotMatch(notice, /UTC/, 'the time of the decision is in the browser’s time zone');
+    assert.equal(await second.page.locator('.decided-by').innerText(), `Approver ${approver.id}`);
     assert.equal((await callOk(agent, 'get_request', { request_id: emailRequest })).decided_by, approver.id);
     await second.context.close();
   });
@@ -247,8 +257,17 @@ describe('console pages', () => {
     await page.getByRole('link', { name: 'History' }).click();
     await page.waitForURL(url('/console/history'));
     const titles = () => page.locator('.requests li > a').allInnerTexts();
-    // Newest requests first, as in the pending list.
-    assert.deepEqual(await titles(), ['Send email "Your refund" to customer@example.org', 'Refund order 7781']);
+    // Newest decision first: the refund was asked for before the email but decided after it.
+    assert.deepEqual(await titles(), ['Refund order 7781', 'Send email "Your refund" to customer@example.org']);
+    const decided = await page.locator('.requests li .decided').allInnerTexts();
+    assert.deepEqual(
+      decided.map((d) => d.replace(/^decided .+ by /, '')),
+      [`Approver ${approver.id}`, `Approver ${approver.id}`],
+    );
+    assert.deepEqual(await page.locator('.requests li .asked .credential-id').allInnerTexts(), [
+      agentToken.id,
+      agentToken.id,
+    ]);
     await page.getByLabel('Outcome').selectOption('rejected');
     await page.getByRole('button', { name: 'Filter' }).click();
     await page.waitForURL(/state=rejected/);
@@ -262,6 +281,18 @@ describe('console pages', () => {
     await page.getByRole('button', { name: 'Filter' }).click();
     await page.waitForURL(/state=cancelled/);
     assert.match(await page.locator('.empty').innerText(), /No decided requests/);
+    await page.getByLabel('Outcome').selectOption('');
+    await page.getByLabel('Mailbox').selectOption(otherMailbox);
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await page.waitForURL(new RegExp(`mailbox=${otherMailbox}`));
+    assert.deepEqual(await titles(), ['Refund order 7781']);
+
+    // Pending is not an outcome, and a mailbox out of reach is not found: pages that say so.
+    const notDecided = await page.goto(url('/console/history?state=pending'));
+    assert.equal(notDecided!.status(), 400);
+    assert.match(await page.locator('main').innerText(), /Choose one of: approved, rejected, expired, cancelled/);
+    const hidden = await createMailbox(server.admin);
+    assert.equal((await page.goto(url(`/console/history?mailbox=${hidden}`)))!.status(), 404);
   });
 
   browserIt('a POST without the session’s CSRF token is refused', async () => {

@@ -10,7 +10,7 @@ import { freePort } from '#app/common/net.js';
 import { AGENT_CLIENT, IdentityProvider, PERSON_CLIENT, startIdentityProvider } from '../support/identity-provider';
 import { callError, callOk, connectMcp } from '../support/mcp';
 import { activeWaits } from '../support/metrics';
-import { createMailbox, ingest, startTestServer, TestServer } from '../support/test-server';
+import { createMailbox, createToken, ingest, startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
 
 /**
@@ -301,6 +301,29 @@ describe('An agent and a person sign in with the MCP SDK through a real OpenID p
       const seen = await callOk<{ state: string; decided_by: string }>(agent, 'get_request', { request_id });
       assert.equal(seen.state, 'approved');
       assert.equal(seen.decided_by, 'alice@example.com');
+
+      // The console names the agent that asked by its client id (it has no email), with its prn_ id.
+      const [{ id: agentPrincipal }] = await server.db.query<{ id: string }>(
+        `SELECT id FROM principals WHERE client_id = $1`,
+        [AGENT_CLIENT.clientId],
+      );
+      const approver = await createToken(server.admin, { scopes: ['approvals:decide'], mailboxes: [opsMailbox] });
+      const signedIn = await fetch(`${server.url}/console/sign-in`, {
+        method: 'POST',
+        redirect: 'manual',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: `token=${encodeURIComponent(approver.secret)}`,
+      });
+      assert.equal(signedIn.status, 303);
+      const cookie = (signedIn.headers.get('set-cookie') ?? '').split(';')[0];
+      const requestPage = await fetch(`${server.url}/console/requests/${request_id}`, { headers: { cookie } });
+      assert.equal(requestPage.status, 200);
+      const html = await requestPage.text();
+      assert.ok(
+        html.includes(`<dd class="asked-by">agent <code class="credential-id">${agentPrincipal}</code></dd>`),
+        html,
+      );
+      assert.ok(html.includes(`<dd class="decided-by">alice@example.com</dd>`), html);
     } finally {
       await agent.close();
     }
