@@ -70,7 +70,7 @@ export class DueWorkLoop implements DoorbellSubscriber {
     this.started = true;
     this.listener.subscribe(this);
     this.drain.onDrain(() => {
-      this.stop();
+      void this.stop();
       return this.work.drained?.();
     });
     this.safetyTimer = setInterval(() => this.wake(), SAFETY_POLL_MS);
