@@ -2,6 +2,7 @@ import { NestFactory } from '@nestjs/core';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { Logger } from 'pino';
 import { AppModule } from './app.module';
+import { ApprovalMailHousekeeping } from './approval-mail/approval-mail.housekeeping';
 import { RequestExpirySweeper } from './approvals/request-expiry.sweeper';
 import { BootstrapTokenService } from './auth/bootstrap-token.service';
 import { LapsedCredentialSweeper } from './auth/lapsed-credential.sweeper';
@@ -15,6 +16,7 @@ import { AlcartaExpressAdapter, closeConnectionsWhileDraining, connectionLimits 
 import { requestLogger } from './http/request-logger';
 import { requestMetrics } from './http/request-metrics';
 import { InboundSmtpServer } from './smtp/inbound-smtp.server';
+import { ConsoleSessionHousekeeping } from './console/console-session.housekeeping';
 import { Metrics } from './metrics/metrics';
 import { mcpBrowserAccess } from './mcp/browser-access';
 import { createValidationPipe } from './http/validation';
@@ -90,6 +92,8 @@ async function listen(app: NestExpressApplication, logger: Logger): Promise<Runn
   app.get(RequestExpirySweeper).start();
   app.get(LapsedCredentialSweeper).start();
   app.get(OutboxWorker).start();
+  app.get(ApprovalMailHousekeeping).start();
+  app.get(ConsoleSessionHousekeeping).start();
 
   app.useWebSocketAdapter(new WaitSocketAdapter(app));
   await app.listen(config.port, config.host);

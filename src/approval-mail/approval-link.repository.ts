@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager, IsNull } from 'typeorm';
+import { deleteInBatches } from '../database/batched-delete';
 import { ApprovalLinkEntity } from './approval-link.entity';
 
 @Injectable()
@@ -19,5 +20,19 @@ export class ApprovalLinkRepository {
   /** Every still unused link of the request is spent: one decision per request, whoever made it. */
   async markRequestUsed(requestId: string): Promise<void> {
     await this.dataSource.manager.update(ApprovalLinkEntity, { requestId, usedAt: IsNull() }, { usedAt: new Date() });
+  }
+
+  /**
+   * Deletes the links that were used or expired before `cutoff` and whose request no longer waits;
+   * answers how many.
+   */
+  deleteSpentBefore(cutoff: Date): Promise<number> {
+    return deleteInBatches(
+      this.dataSource.manager,
+      'approval_links',
+      `(used_at < $1 OR expires_at < $1)
+       AND NOT EXISTS (SELECT 1 FROM approval_requests r WHERE r.id = approval_links.request_id AND r.state = 'pending')`,
+      [cutoff],
+    );
   }
 }

@@ -8,6 +8,7 @@ import { OutboxModule } from '../outbox/outbox.module';
 import { ApprovalLinkRepository } from './approval-link.repository';
 import { ApprovalLinksController } from './approval-links.controller';
 import { ApprovalLinksService } from './approval-links.service';
+import { ApprovalMailHousekeeping } from './approval-mail.housekeeping';
 import { ApprovalMailRepository } from './approval-mail.repository';
 import { ApprovalMailService } from './approval-mail.service';
 import { ApprovalMailWorker } from './approval-mail.worker';
@@ -30,6 +31,8 @@ import { MailboxApproverRepository } from './mailbox-approver.repository';
     ApprovalMailService,
     ApprovalMailWorker,
     ApprovalLinksService,
+    ApprovalMailHousekeeping,
   ],
+  exports: [ApprovalMailHousekeeping],
 })
 export class ApprovalMailModule {}

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager, In } from 'typeorm';
+import { deleteInBatches } from '../database/batched-delete';
 import { ApprovalMailEntity } from './approval-mail.entity';
 
 export type ApprovalMailChanges = Partial<
@@ -67,5 +68,15 @@ export class ApprovalMailRepository {
          FROM approval_mails WHERE status IN ('queued', 'sending')`,
     );
     return row?.ms === null || row?.ms === undefined ? undefined : Math.max(0, Number(row.ms));
+  }
+
+  /** Deletes mails that reached a final state (sent, failed, obsolete) before `cutoff`; answers how many. */
+  deleteFinishedBefore(cutoff: Date): Promise<number> {
+    return deleteInBatches(
+      this.dataSource.manager,
+      'approval_mails',
+      `status IN ('sent', 'failed', 'obsolete') AND updated_at < $1`,
+      [cutoff],
+    );
   }
 }

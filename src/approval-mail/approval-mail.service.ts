@@ -23,6 +23,15 @@ export function linkTokenHash(token: string): string {
 }
 
 /**
+ * How one attempt of an approval mail went: what the relay answered (`obsolete`: nothing was sent,
+ * the request no longer waits), and the status recorded; undefined when the claim was lost.
+ */
+export interface ApprovalMailAttempt {
+  outcome: 'sent' | 'temporary' | 'permanent' | 'obsolete';
+  status: ApprovalMailChanges['status'] | undefined;
+}
+
+/**
  * Approval by email (SPEC 11), the mailing half: every new request of a mailbox with approvers
  * queues one mail per approver in the request's own transaction (so a request never exists
  * without its mails, nor mails without their request), and `send` delivers one claimed mail
@@ -73,11 +82,11 @@ export class ApprovalMailService implements OnModuleInit {
   }
 
   /** One delivery attempt of a mail `replicaId` claimed; records its outcome while the claim holds. */
-  async send(replicaId: string, mail: ApprovalMailEntity): Promise<ApprovalMailChanges['status'] | undefined> {
+  async send(replicaId: string, mail: ApprovalMailEntity): Promise<ApprovalMailAttempt> {
     const request = mail.request!;
     if (request.state !== 'pending' || request.expiresAt.getTime() <= Date.now()) {
       const finished = await this.mails.finishClaim(mail.id, replicaId, { status: 'obsolete' });
-      return finished ? 'obsolete' : undefined;
+      return { outcome: 'obsolete', status: finished ? 'obsolete' : undefined };
     }
     const [mailbox, names] = await Promise.all([
       this.mailboxes.getVisible(OPERATOR, request.mailboxId),
@@ -110,6 +119,7 @@ export class ApprovalMailService implements OnModuleInit {
           ? { status: 'queued', error: outcome.error, nextAttemptAt: next.nextAttemptAt }
           : { status: 'failed', error: `${outcome.error} (no more retries after ${mail.attempts} attempts)` };
     }
-    return (await this.mails.finishClaim(mail.id, replicaId, changes)) ? changes.status : undefined;
+    const finished = await this.mails.finishClaim(mail.id, replicaId, changes);
+    return { outcome: outcome.kind, status: finished ? changes.status : undefined };
   }
 }

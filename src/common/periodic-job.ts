@@ -17,14 +17,19 @@ export class PeriodicJob {
     this.logger = new Logger(name);
   }
 
-  start(): void {
-    this.timer ??= setInterval(() => void this.runOnce(), this.intervalMs);
-    this.timer.unref();
+  /** Runs `work` every interval from now on, the first time after `firstRunMs` (by default one interval). */
+  start(firstRunMs = this.intervalMs): void {
+    if (this.timer) return;
+    this.timer = setTimeout(() => {
+      this.timer = setInterval(() => void this.runOnce(), this.intervalMs).unref();
+      void this.runOnce();
+    }, firstRunMs).unref();
   }
 
   /** Stops the schedule and waits for a run in progress. */
   async stop(): Promise<void> {
-    clearInterval(this.timer);
+    // Node's clearTimeout ends an interval too.
+    clearTimeout(this.timer);
     this.timer = undefined;
     await this.running;
   }

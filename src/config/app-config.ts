@@ -25,6 +25,7 @@ export class AppConfig {
   readonly websockets: boolean;
   readonly wsConnectTtlMs: number;
   readonly waitRetentionMs: number;
+  readonly housekeepingMs: number;
   readonly taskMaxTtlMs: number;
   readonly maxActiveTasksPerToken: number;
   readonly taskPollIntervalMs: number;
@@ -86,6 +87,7 @@ export class AppConfig {
     this.websockets = env.ALCARTA_WEBSOCKETS === 'on';
     this.wsConnectTtlMs = env.ALCARTA_WS_CONNECT_TTL_SECONDS * 1000;
     this.waitRetentionMs = env.ALCARTA_WAIT_RETENTION_SECONDS * 1000;
+    this.housekeepingMs = env.ALCARTA_HOUSEKEEPING_SECONDS * 1000;
     this.taskMaxTtlMs = env.ALCARTA_TASK_MAX_TTL_SECONDS * 1000;
     this.maxActiveTasksPerToken = env.ALCARTA_MAX_ACTIVE_TASKS_PER_TOKEN;
     this.taskPollIntervalMs = env.ALCARTA_TASK_POLL_INTERVAL_SECONDS * 1000;

@@ -108,6 +108,17 @@ export class Environment {
   @Min(60)
   ALCARTA_WAIT_RETENTION_SECONDS: number = 3600;
 
+  /**
+   * How often the housekeeping jobs delete old rows (finished approval mails, spent approval links,
+   * long-expired console sessions); the first run is a minute after start, or sooner with a shorter
+   * interval.
+   */
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(86400)
+  ALCARTA_HOUSEKEEPING_SECONDS: number = 3600;
+
   /** Longest task lifetime (`ttl`) a client may ask for; longer requests are cut to this. */
   @Type(() => Number)
   @IsInt()

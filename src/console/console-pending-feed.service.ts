@@ -45,6 +45,11 @@ export class ConsolePendingFeedService implements OnModuleDestroy {
     private readonly config: AppConfig,
   ) {}
 
+  /** Streams open on this replica now (the `alcarta_console_live_streams` gauge). */
+  get openStreams(): number {
+    return this.open.size;
+  }
+
   onModuleDestroy(): void {
     clearInterval(this.keepalive);
   }

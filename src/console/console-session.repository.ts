@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
-import { LessThan, Repository } from 'typeorm';
+import { Repository } from 'typeorm';
+import { deleteInBatches } from '../database/batched-delete';
 import { ConsoleSessionEntity } from './console-session.entity';
 
 @Injectable()
@@ -19,7 +20,8 @@ export class ConsoleSessionRepository {
     await this.sessions.delete({ secretHash });
   }
 
-  async deleteExpiredBefore(moment: Date): Promise<void> {
-    await this.sessions.delete({ expiresAt: LessThan(moment) });
+  /** Deletes the sessions that expired before `moment`; answers how many. */
+  deleteExpiredBefore(moment: Date): Promise<number> {
+    return deleteInBatches(this.sessions.manager, 'console_sessions', 'expires_at < $1', [moment]);
   }
 }

@@ -68,9 +68,6 @@ export class ConsoleSessionService {
   private async start(credentialId: string, expiresAt: Date): Promise<SignInResult> {
     const secret = randomBytes(32).toString('base64url');
     await this.sessions.insert({ secretHash: hashOf(secret), credentialId, expiresAt });
-    // Sessions nobody came back to: kept one lifetime past their expiry (so a returning person
-    // is told it expired), then removed here, which keeps the table small without a sweeper.
-    await this.sessions.deleteExpiredBefore(new Date(Date.now() - SESSION_LIFETIME_MS));
     return { ok: true, secret, expiresAt };
   }
 

@@ -14,10 +14,12 @@ import { ConsoleRequestsController } from './console-requests.controller';
 import { ConsoleRequestsService } from './console-requests.service';
 import { ConsoleSessionEntity } from './console-session.entity';
 import { ConsoleSessionGuard } from './console-session.guard';
+import { ConsoleSessionHousekeeping } from './console-session.housekeeping';
 import { ConsoleSessionRepository } from './console-session.repository';
 import { ConsoleSessionService } from './console-session.service';
 import { ConsoleSignInController } from './console-sign-in.controller';
 import { ConsoleViews } from './console-views';
+import { ConsoleMetrics } from './console.metrics';
 
 /** Forms post `application/x-www-form-urlencoded`; the application's own parsers read JSON only. */
 const FORM_BODY_LIMIT = '32kb';
@@ -35,8 +37,10 @@ const FORM_BODY_LIMIT = '32kb';
     ConsoleRequestsService,
     ConsolePendingFeedService,
     ConsoleExceptionFilter,
+    ConsoleMetrics,
+    ConsoleSessionHousekeeping,
   ],
-  exports: [ConsoleViews],
+  exports: [ConsoleViews, ConsoleSessionHousekeeping],
 })
 export class ConsoleModule implements NestModule {
   configure(consumer: MiddlewareConsumer): void {

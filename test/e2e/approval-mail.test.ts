@@ -1,15 +1,23 @@
 import assert from 'node:assert/strict';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { simpleParser } from 'mailparser';
+import { Browser, Page } from 'playwright-core';
+import { launchChromium } from '../support/browser';
 import { callOk, connectMcp } from '../support/mcp';
-import { activeWaits } from '../support/metrics';
+import { activeWaits, metricValue } from '../support/metrics';
 import { TestSmtpRelay } from '../support/smtp-relay';
 import { createMailbox, createToken, startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
 
 /** Long enough for any wake-up on a busy machine, short enough to end as a result, not an SDK timeout. */
 const BLOCK = 50;
+const SCREENSHOTS = join(process.cwd(), 'test-output', 'screenshots');
+const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
+/** The narrowest screen a link page must fit (a phone), in CSS pixels. */
+const PHONE_WIDTH = 375;
 
 interface ApprovalMail {
   to: string[];
@@ -23,7 +31,9 @@ interface ApprovalMail {
  * asks over MCP and parks on monitor_approval, each approver gets a mail through a real SMTP
  * server (Debian's aiosmtpd as the relay), opening the link decides nothing, the page's POST
  * decides as the approver and wakes the agent; spent, expired, unknown and overtaken links are
- * refused with plain pages; approvers of other mailboxes get nothing; the PUT validates.
+ * refused with plain pages; approvers of other mailboxes get nothing; the PUT validates. The link
+ * pages in Chromium (axe, keyboard, a phone's width), the attempts metric, and the housekeeping that
+ * deletes old mails, spent links and long-expired console sessions.
  */
 describe('approval by email', () => {
   let relay: TestSmtpRelay;
@@ -32,6 +42,8 @@ describe('approval by email', () => {
   let agentTokenId: string;
   let mailboxId: string;
   let otherMailboxId: string;
+  let browser: Browser | undefined;
+  let skipReason: string | undefined;
   const approvers = ['alice@approvers.example', 'bob@approvers.example'];
   const otherApprover = 'carol@elsewhere.example';
 
@@ -74,6 +86,21 @@ describe('approval by email', () => {
     });
     return { status: res.status, headers: res.headers, html: await res.text() };
   };
+  const browserIt = (name: string, body: () => Promise<void>): void => {
+    it(name, async (t) => (skipReason ? t.skip(skipReason) : body()));
+  };
+  /** The page's serious and critical axe violations (the context must bypass CSP to add axe). */
+  const axeViolations = async (p: Page) => {
+    await p.addScriptTag({ content: AXE_SOURCE });
+    return p.evaluate(async () => {
+      const axe = (globalThis as any).axe;
+      const result = await axe.run({ exclude: [] }, { iframes: false });
+      return result.violations
+        .filter((v: any) => v.impact === 'serious' || v.impact === 'critical')
+        .map((v: any) => `${v.id}: ${v.nodes.map((n: any) => n.target.join(' ')).join(', ')}`);
+    });
+  };
+  const sentAttempts = () => metricValue(server.url, 'alcarta_approval_mail_attempts_total', { outcome: 'sent' });
   const requestState = (requestId: string) => callOk(agent, 'get_request', { request_id: requestId });
   const newRequest = async (targetMailbox = mailboxId, extra: Record<string, unknown> = {}) =>
     (await callOk(agent, 'request_approval', { mailbox_id: targetMailbox, title: 'Ship release 4.2', ...extra }))
@@ -87,6 +114,7 @@ describe('approval by email', () => {
         ALCARTA_SMTP_RELAY_URL: relay.url,
         ALCARTA_SMTP_RETRY_BASE_SECONDS: '1',
         ALCARTA_EXPIRY_SWEEP_SECONDS: '1',
+        ALCARTA_HOUSEKEEPING_SECONDS: '1',
       },
     });
     mailboxId = await createMailbox(server.admin);
@@ -104,10 +132,14 @@ describe('approval by email', () => {
       emails: [otherApprover],
     });
     assert.equal(setOther.status, 200, JSON.stringify(setOther.body));
+    const launched = await launchChromium();
+    if ('skip' in launched) skipReason = launched.skip;
+    else browser = launched.browser;
   });
 
   after(async () => {
     await agent?.close();
+    await browser?.close();
     await server?.close();
     await relay?.stop();
   });
@@ -157,11 +189,14 @@ describe('approval by email', () => {
   });
 
   it('mails every approver; GET decides nothing; the POST decides as the approver and wakes the agent', async () => {
+    const sentBefore = await sentAttempts();
     const requestId = await newRequest(mailboxId, { details: 'Tagged v4.2.0; changelog reviewed.' });
     const waiting = callOk(agent, 'monitor_approval', { request_id: requestId, timeout_seconds: BLOCK });
     await waitFor('the parked monitor_approval', async () => (await activeWaits(server.url, 'request')) === 1);
 
     const mails = await mailsOfAllApprovers(requestId);
+    // Counted once the outcome is recorded, just after the relay took the mail.
+    await waitFor('both sent attempts counted', async () => (await sentAttempts()) >= sentBefore + approvers.length);
     assert.deepEqual(
       mails.map((m) => m.to).sort(),
       approvers.map((a) => [a]),
@@ -225,6 +260,53 @@ describe('approval by email', () => {
     assert.equal((await relay.received()).filter((m) => m.rcptTos.includes(otherApprover)).length, 0);
   });
 
+  browserIt('in Chromium: confirm with the keyboard, the decided and used pages; axe and a phone’s width', async () => {
+    const requestId = await newRequest(mailboxId, { details: 'Tagged v4.3.0.' });
+    const waiting = callOk(agent, 'monitor_approval', { request_id: requestId, timeout_seconds: BLOCK });
+    await waitFor('the parked monitor_approval', async () => (await activeWaits(server.url, 'request')) === 1);
+    const link = server.url + linkOf(await mailsOfAllApprovers(requestId), approvers[1]);
+
+    // The scan only: bypassCSP lets axe's source be added as a script; the pages themselves are unchanged.
+    const context = await browser!.newContext({ bypassCSP: true, viewport: { width: PHONE_WIDTH, height: 800 } });
+    try {
+      const p = await context.newPage();
+      mkdirSync(SCREENSHOTS, { recursive: true });
+      const check = async (name: string) => {
+        assert.deepEqual(await axeViolations(p), [], `axe on the ${name} page`);
+        const width = Number(await p.evaluate('document.documentElement.scrollWidth'));
+        assert.ok(width <= PHONE_WIDTH, `the ${name} page is ${width} px wide at ${PHONE_WIDTH} px`);
+        await p.screenshot({ path: join(SCREENSHOTS, `approval-link-${name}-${PHONE_WIDTH}.png`), fullPage: true });
+      };
+
+      const shown = await p.goto(link);
+      assert.equal(shown!.status(), 200);
+      assert.equal(await p.getByRole('heading', { level: 1 }).innerText(), 'Decide a request');
+      await check('confirm');
+      assert.equal((await requestState(requestId)).state, 'pending', 'opening the link decides nothing');
+
+      await p.getByLabel('Reason (optional)').fill('Checked on my phone');
+      await p.getByRole('button', { name: 'Approve' }).focus();
+      const posted = p.waitForResponse((r) => r.url() === link && r.request().method() === 'POST');
+      await p.keyboard.press('Enter');
+      assert.equal((await posted).status(), 200);
+      await p.getByRole('heading', { name: 'Request approved' }).waitFor();
+      await check('decided');
+
+      const woken = await waiting;
+      assert.deepEqual(woken.requests, [{ request_id: requestId, state: 'approved' }]);
+      const stored = await requestState(requestId);
+      assert.equal(stored.decided_by, approvers[1]);
+      assert.equal(stored.reason, 'Checked on my phone');
+
+      const again = await p.goto(link);
+      assert.equal(again!.status(), 410);
+      assert.equal(await p.getByRole('heading', { level: 1 }).innerText(), 'Link already used');
+      await check('used');
+    } finally {
+      await context.close();
+    }
+  });
+
   it('a link of a request decided elsewhere, an unknown link and a bad form are refused plainly', async () => {
     const requestId = await newRequest();
     const mails = await mailsOfAllApprovers(requestId);
@@ -278,5 +360,72 @@ describe('approval by email', () => {
     } finally {
       await lonelyAgent.close();
     }
+  });
+
+  it('housekeeping deletes finished mails and spent links after 7 days, sessions a lifetime after expiry', async () => {
+    const decided = async () => {
+      const requestId = await newRequest();
+      await mailsOfAllApprovers(requestId);
+      assert.equal((await server.admin.post(`/v1/requests/${requestId}/reject`, {})).status, 200);
+      return requestId;
+    };
+    const old = await decided();
+    const fresh = await decided();
+    const pending = await newRequest();
+    await mailsOfAllApprovers(pending);
+    const requests = [old, fresh, pending];
+    await waitFor('every mail sent and recorded', async () => {
+      const rows = await server.db.query<{ status: string }>(
+        'SELECT status FROM approval_mails WHERE request_id = ANY($1)',
+        [requests],
+      );
+      return rows.length === 6 && rows.every((r) => r.status === 'sent');
+    });
+    const [alice, bob] = approvers;
+    // Back-dated: the old request's mails; one of its links used, the other expired, 8 days ago; the
+    // pending request's links expired as long ago (they stay while it waits).
+    await server.db.query(`UPDATE approval_mails SET updated_at = now() - interval '8 days' WHERE request_id = $1`, [
+      old,
+    ]);
+    await server.db.query(
+      `UPDATE approval_links SET used_at = now() - interval '8 days' WHERE request_id = $1 AND email = $2`,
+      [old, alice],
+    );
+    await server.db.query(
+      `UPDATE approval_links SET expires_at = now() - interval '8 days' WHERE request_id = ANY($1) AND email = $2`,
+      [[old, pending], bob],
+    );
+    await server.db.query(
+      `INSERT INTO console_sessions (secret_hash, credential_id, expires_at) VALUES
+         (repeat('a', 64), 'tok_housekeepingOld', now() - interval '13 hours'),
+         (repeat('b', 64), 'tok_housekeepingRecent', now() - interval '1 hour')`,
+    );
+
+    const count = async (table: string, requestId: string) =>
+      (
+        await server.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table} WHERE request_id = $1`, [
+          requestId,
+        ])
+      )[0].n;
+    const sessions = async () =>
+      (
+        await server.db.query<{ credential_id: string }>(
+          `SELECT credential_id FROM console_sessions WHERE credential_id LIKE 'tok_housekeeping%'`,
+        )
+      ).map((r) => r.credential_id);
+    await waitFor(
+      'the old rows deleted',
+      async () =>
+        (await count('approval_mails', old)) === 0 &&
+        (await count('approval_links', old)) === 0 &&
+        !(await sessions()).includes('tok_housekeepingOld'),
+      { timeoutMs: 20_000, intervalMs: 100 },
+    );
+    assert.equal(await count('approval_mails', fresh), 2, 'fresh mails stay');
+    assert.equal(await count('approval_links', fresh), 2, 'fresh links stay');
+    assert.equal(await count('approval_mails', pending), 2);
+    assert.equal(await count('approval_links', pending), 2, 'the links of a pending request stay');
+    assert.deepEqual(await sessions(), ['tok_housekeepingRecent'], 'a session expired within a lifetime stays');
+    assert.equal((await requestState(old)).state, 'rejected', 'the request itself stays');
   });
 });

@@ -6,6 +6,7 @@ import { DrainState } from '#app/lifecycle/drain-state.js';
 import { WaiterRegistry } from '#app/waits/waiter-registry.js';
 import { launchChromium } from '../support/browser';
 import { callOk, connectMcp } from '../support/mcp';
+import { metricValue } from '../support/metrics';
 import { createMailbox, createToken, startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
 
@@ -235,6 +236,8 @@ describe('console live pending list: lost doorbells and drain', () => {
     await server?.close();
   });
 
+  const liveStreams = () => metricValue(server.url, 'alcarta_console_live_streams');
+
   /** Reads SSE events from a stream until `until` says enough. */
   async function readEvents(body: ReadableStream<Uint8Array>, until: (text: string) => boolean): Promise<string> {
     const reader = body.getReader();
@@ -257,6 +260,7 @@ describe('console live pending list: lost doorbells and drain', () => {
     const stream = await fetch(`${server.url}/console/events?seen=${seen}`, { headers: { cookie } });
     assert.equal(stream.status, 200);
     await waitFor('the stream’s feed', () => server.running.app.get(WaiterRegistry).allRequestFeeds().length === 1);
+    await waitFor('the stream in alcarta_console_live_streams', async () => (await liveStreams()) === 1);
     // Decided behind the application's back: no doorbell rings.
     await server.db.query(`UPDATE approval_requests SET state = 'expired', decided_at = now() WHERE id = $1`, [
       request,
@@ -267,6 +271,7 @@ describe('console live pending list: lost doorbells and drain', () => {
     assert.match(text, /Nothing is waiting for your decision/);
     await stream.body!.cancel();
     await waitFor('the feed removed', () => server.running.app.get(WaiterRegistry).allRequestFeeds().length === 0);
+    await waitFor('alcarta_console_live_streams back to 0', async () => (await liveStreams()) === 0);
   });
 
   it('a drain ends every stream', async () => {

@@ -17,3 +17,18 @@ export async function activeWaits(
   }
   return total;
 }
+
+/**
+ * The value of the metric `name` of the server at `baseUrl` (from its /metrics): the sum of its
+ * series whose labels include every one of `labels`; 0 when none is reported yet.
+ */
+export async function metricValue(baseUrl: string, name: string, labels: Record<string, string> = {}): Promise<number> {
+  const text = await (await fetch(new URL('/metrics', baseUrl))).text();
+  const wanted = Object.entries(labels).map(([label, value]) => `${label}="${value}"`);
+  let total = 0;
+  for (const line of text.split('\n')) {
+    const m = /^([a-zA-Z_:][\w:]*)(?:\{([^}]*)\})? (\S+)$/.exec(line);
+    if (m && m[1] === name && wanted.every((w) => (m[2] ?? '').split(',').includes(w))) total += Number(m[3]);
+  }
+  return total;
+}
