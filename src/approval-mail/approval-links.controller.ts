@@ -22,14 +22,15 @@ export class ApprovalLinksController {
   @Public()
   @Get(':token')
   async show(@Param('token') token: string, @Res() res: Response): Promise<void> {
-    const found = await this.links.look(token);
+    const found = await this.links.confirmation(token);
     if (!('ok' in found)) return this.refuse(res, found);
-    const { link, request } = found;
+    const { link, request, mailboxAddress, askedBy } = found;
     res.type('html').send(
       this.views.render('links/confirm', {
         title: 'Decide a request',
         email: link.email,
-        mailboxId: request.mailboxId,
+        mailboxAddress,
+        askedBy,
         request,
         expiresAt: request.expiresAt.toISOString(),
         action: `/console/links/${encodeURIComponent(token)}`,

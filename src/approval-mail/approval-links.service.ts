@@ -1,8 +1,10 @@
 import { Injectable } from '@nestjs/common';
 import { ApprovalRequestEntity } from '../approvals/approval-request.entity';
 import { ApprovalService } from '../approvals/approval.service';
-import { Caller } from '../auth/caller';
+import { Caller, OPERATOR } from '../auth/caller';
+import { CredentialRepository } from '../auth/credential.repository';
 import { AlcartaError } from '../common/errors';
+import { MailboxService } from '../mail/mailbox.service';
 import { ApprovalLinkEntity } from './approval-link.entity';
 import { ApprovalLinkRepository } from './approval-link.repository';
 import { linkTokenHash } from './approval-mail.service';
@@ -18,6 +20,11 @@ export type LinkRefusal =
 
 export type LinkLookup = { ok: true; link: ApprovalLinkEntity; request: ApprovalRequestEntity } | LinkRefusal;
 
+/** A usable link's confirmation page: the request, its mailbox's address, and who asked. */
+export type LinkConfirmation =
+  | { ok: true; link: ApprovalLinkEntity; request: ApprovalRequestEntity; mailboxAddress: string; askedBy: string }
+  | LinkRefusal;
+
 /**
  * Approval by email (SPEC 11), the deciding half. The link token is the capability: whoever holds
  * it may decide that one request, as the approver it was mailed to, once. Looking at a link never
@@ -28,7 +35,23 @@ export class ApprovalLinksService {
   constructor(
     private readonly links: ApprovalLinkRepository,
     private readonly approvals: ApprovalService,
+    private readonly mailboxes: MailboxService,
+    private readonly credentials: CredentialRepository,
   ) {}
+
+  /** `look`, plus what the approver needs to recognise the request: the mailbox and who asked. */
+  async confirmation(token: string): Promise<LinkConfirmation> {
+    const found = await this.look(token);
+    if (!('ok' in found)) return found;
+    const { request } = found;
+    const [mailbox, names] = await Promise.all([
+      this.mailboxes.getVisible(OPERATOR, request.mailboxId),
+      this.credentials.namesOf([request.createdBy]),
+    ]);
+    const name = names.get(request.createdBy);
+    const askedBy = name ? `${name} (${request.createdBy})` : request.createdBy;
+    return { ...found, mailboxAddress: mailbox.address, askedBy };
+  }
 
   /** What the link's page shows: the request to confirm, or why the link no longer works. */
   async look(token: string): Promise<LinkLookup> {

@@ -41,6 +41,7 @@ describe('approval by email', () => {
   let agent: Client;
   let agentTokenId: string;
   let mailboxId: string;
+  const mailboxAddress = `releases-${process.pid}@example.com`;
   let otherMailboxId: string;
   let browser: Browser | undefined;
   let skipReason: string | undefined;
@@ -117,7 +118,7 @@ describe('approval by email', () => {
         ALCARTA_HOUSEKEEPING_SECONDS: '1',
       },
     });
-    mailboxId = await createMailbox(server.admin);
+    mailboxId = await createMailbox(server.admin, mailboxAddress);
     otherMailboxId = await createMailbox(server.admin);
     const token = await createToken(server.admin, {
       name: 'Release bot',
@@ -216,6 +217,9 @@ describe('approval by email', () => {
     assert.equal(shown.status, 200);
     assert.match(shown.headers.get('content-security-policy') ?? '', /default-src 'self'/);
     assert.match(shown.html, /Ship release 4\.2/);
+    // The approver recognises the request: the mailbox's address and who asked, not bare ids.
+    assert.match(shown.html, new RegExp(`by an agent of mailbox ${mailboxAddress.replace(/[.]/g, '\\.')}\\.`));
+    assert.match(shown.html, new RegExp(`<dt>Asked by</dt><dd>Release bot \\(${agentTokenId}\\)</dd>`));
     assert.match(shown.html, /<form method="post"/);
     assert.match(shown.html, /name="reason"/);
     assert.doesNotMatch(shown.html, /<script>|<script [^>]*>[^<]/, 'no inline script');
