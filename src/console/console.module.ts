@@ -16,6 +16,7 @@ import { ConsoleSessionEntity } from './console-session.entity';
 import { ConsoleSessionGuard } from './console-session.guard';
 import { ConsoleSessionRepository } from './console-session.repository';
 import { ConsoleSessionService } from './console-session.service';
+import { ConsoleSignInFormGuard } from './console-sign-in-form.guard';
 import { ConsoleSignInController } from './console-sign-in.controller';
 import { ConsoleViews } from './console-views';
 
@@ -32,6 +33,7 @@ const FORM_BODY_LIMIT = '32kb';
     ConsoleSessionService,
     ConsoleOidcService,
     ConsoleSessionGuard,
+    ConsoleSignInFormGuard,
     ConsoleRequestsService,
     ConsolePendingFeedService,
     ConsoleExceptionFilter,
