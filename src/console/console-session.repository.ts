@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
-import { LessThan, Repository } from 'typeorm';
+import { EntityManager, In, LessThan, Repository } from 'typeorm';
 import { ConsoleSessionEntity } from './console-session.entity';
 
 @Injectable()
@@ -17,6 +17,21 @@ export class ConsoleSessionRepository {
 
   async delete(secretHash: string): Promise<void> {
     await this.sessions.delete({ secretHash });
+  }
+
+  /** Deletes the session inside the caller's transaction; whether it was still there. */
+  async deleteIn(manager: EntityManager, secretHash: string): Promise<boolean> {
+    const { affected } = await manager.delete(ConsoleSessionEntity, { secretHash });
+    return (affected ?? 0) > 0;
+  }
+
+  /** Which of these sessions still exist. */
+  async existing(secretHashes: readonly string[]): Promise<Set<string>> {
+    const rows = await this.sessions.find({
+      select: { secretHash: true },
+      where: { secretHash: In([...secretHashes]) },
+    });
+    return new Set(rows.map((row) => row.secretHash));
   }
 
   async deleteExpiredBefore(moment: Date): Promise<void> {

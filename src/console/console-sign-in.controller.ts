@@ -124,7 +124,7 @@ export class ConsoleSignInController {
   @Post('sign-out')
   @UseGuards(ConsoleSessionGuard)
   async signOut(@CurrentSession() session: ActiveSession, @Res() res: Response): Promise<void> {
-    await this.sessions.signOut(session.secret);
+    await this.sessions.signOut(session);
     clearSessionCookie(res, this.secure);
     res.redirect(303, '/console/sign-in?signed_out=1');
   }

@@ -3,6 +3,7 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import express from 'express';
 import { ApprovalsModule } from '../approvals/approvals.module';
 import { AuthModule } from '../auth/auth.module';
+import { EventsModule } from '../events/events.module';
 import { MailModule } from '../mail/mail.module';
 import { WaitsModule } from '../waits/waits.module';
 import { ConsoleAssetsController } from './console-assets.controller';
@@ -25,7 +26,14 @@ const FORM_BODY_LIMIT = '32kb';
 
 /** The approver console (SPEC 11): server-rendered pages at /console for the people who decide. */
 @Module({
-  imports: [TypeOrmModule.forFeature([ConsoleSessionEntity]), AuthModule, ApprovalsModule, MailModule, WaitsModule],
+  imports: [
+    TypeOrmModule.forFeature([ConsoleSessionEntity]),
+    AuthModule,
+    ApprovalsModule,
+    MailModule,
+    WaitsModule,
+    EventsModule,
+  ],
   controllers: [ConsoleAssetsController, ConsoleSignInController, ConsoleRequestsController],
   providers: [
     ConsoleViews,
