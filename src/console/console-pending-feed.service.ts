@@ -158,7 +158,7 @@ export class ConsolePendingFeedService implements DoorbellSubscriber, OnModuleDe
   private opened(res: Response, stream: OpenStream): void {
     this.open.set(res, stream);
     this.keepalive ??= setInterval(() => {
-      for (const res of this.open.keys()) if (!res.destroyed) res.write(': keepalive\n\n');
+      for (const stream of this.open.keys()) if (!stream.destroyed) stream.write(': keepalive\n\n');
     }, this.config.keepaliveMs);
   }
 

@@ -210,7 +210,10 @@ describe('console live pending list', () => {
 
       const start = Date.now();
       await tabA.page.getByRole('button', { name: 'Sign out' }).click();
-      await tabB.waitForURL(`${replica.url}/console/sign-in?signed_out=1`, { timeout: PATIENCE_MS });
+      await tabB.waitForURL(`${replica.url}/console/sign-in?signed_out=1`, {
+        timeout: PATIENCE_MS,
+        waitUntil: 'commit',
+      });
       const took = Date.now() - start;
       assert.ok(took < LIVE_MS, `tab B showed the sign-in page ${took} ms after the click in tab A`);
       assert.match(await tabB.getByRole('status').innerText(), /You are signed out/);

@@ -55,15 +55,21 @@ describe('console pages', () => {
   };
   const url = (path: string) => `${server.url}${path}`;
 
-  /** A fresh browser context signed in through the form with `secret`. */
+  /**
+   * A fresh browser context signed in through the form with `secret`, once its pending list's live
+   * stream is open (that request passes the session guard too: a test that changes the session
+   * next must not race it).
+   */
   const signedIn = async (secret: string, options: { bypassCSP?: boolean } = {}) => {
     const context = await browser!.newContext(options);
     const p = await context.newPage();
     await p.goto(url('/console'));
     assert.equal(new URL(p.url()).pathname, '/console/sign-in');
     await p.getByLabel('Token').fill(secret);
+    const streamed = p.waitForResponse((r) => new URL(r.url()).pathname === '/console/events');
     await p.getByRole('button', { name: 'Sign in' }).click();
     await p.waitForURL(url('/console'));
+    assert.equal((await streamed).status(), 200);
     return { context, page: p };
   };
   /** The names of a context's cookies, sorted. */
