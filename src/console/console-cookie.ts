@@ -3,13 +3,18 @@ import { Request, Response } from 'express';
 /** The cookie that carries a console session's secret. */
 export const SESSION_COOKIE = 'alcarta_console';
 
-/** The session secret the browser sent, if any (no cookie library: this is the only cookie read). */
-export function sessionSecretOf(req: Request): string | undefined {
+/** The value of the cookie `name` the browser sent, if any (the console reads few cookies: no cookie library). */
+export function cookieOf(req: Request, name: string): string | undefined {
   for (const part of (req.headers.cookie ?? '').split(';')) {
     const eq = part.indexOf('=');
-    if (eq > 0 && part.slice(0, eq).trim() === SESSION_COOKIE) return part.slice(eq + 1).trim() || undefined;
+    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim() || undefined;
   }
   return undefined;
+}
+
+/** The session secret the browser sent, if any. */
+export function sessionSecretOf(req: Request): string | undefined {
+  return cookieOf(req, SESSION_COOKIE);
 }
 
 /**

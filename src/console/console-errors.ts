@@ -10,3 +10,6 @@ export class ConsoleSessionEnded extends Error {
 
 /** A state-changing form came without this session's CSRF token. */
 export class ConsoleCsrfRefused extends Error {}
+
+/** A token sign-in POST that did not come from the console's own sign-in page (login CSRF). */
+export class ConsoleSignInFormRefused extends Error {}

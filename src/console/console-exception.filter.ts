@@ -3,7 +3,12 @@ import { Response } from 'express';
 import { AlcartaError } from '../common/errors';
 import { AppConfig } from '../config/app-config';
 import { clearSessionCookie } from './console-cookie';
-import { ConsoleCsrfRefused, ConsoleSessionEnded, ConsoleSignInRequired } from './console-errors';
+import {
+  ConsoleCsrfRefused,
+  ConsoleSessionEnded,
+  ConsoleSignInFormRefused,
+  ConsoleSignInRequired,
+} from './console-errors';
 import { ConsoleViews } from './console-views';
 
 const ENDED_TEXT = {
@@ -41,6 +46,14 @@ export class ConsoleExceptionFilter implements ExceptionFilter {
       this.page(res, 403, {
         title: 'This form was refused',
         text: 'The form did not carry this session’s security token. Go back, reload the page and try again.',
+      });
+      return;
+    }
+    if (error instanceof ConsoleSignInFormRefused) {
+      this.page(res, 403, {
+        title: 'Sign-in refused',
+        text: 'This sign-in did not come from Alcarta’s own sign-in page, or that page was open for more than 30 minutes. Nobody was signed in. Start again from the sign-in page.',
+        signIn: true,
       });
       return;
     }

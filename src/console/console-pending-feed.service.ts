@@ -4,15 +4,18 @@ import { createHash } from 'node:crypto';
 import { Caller } from '../auth/caller';
 import { AlcartaError } from '../common/errors';
 import { AppConfig } from '../config/app-config';
+import { Doorbell } from '../events/doorbell';
+import { DoorbellListener, DoorbellSubscriber } from '../events/doorbell-listener';
 import { WaitEngine } from '../waits/wait-engine';
 import { RequestFeedWaiter } from '../waits/waiters';
 import { ConsoleRequestsService } from './console-requests.service';
+import { ActiveSession, ConsoleSessionService } from './console-session.service';
 import { ConsoleViews } from './console-views';
 
 /**
  * How long one stream lasts before the browser reconnects (after RECONNECT_MS). Each reconnect
- * passes the session guard again, so a session that was signed out or expired stops streaming
- * within this time even when no doorbell ends it.
+ * passes the session guard again, so a session that expired stops streaming within this time; a
+ * signed-out session's streams end at its `session_ended` doorbell.
  */
 export const STREAM_LIFETIME_MS = 10 * 60 * 1000;
 /** The `retry:` the browser waits before it reconnects a stream that ended (a drain, the lifetime). */
@@ -24,26 +27,47 @@ export interface PendingSnapshot {
   fingerprint: string;
 }
 
+/** An open stream, as a sign-out finds it. */
+interface OpenStream {
+  readonly sessionId: string;
+  /** Aborted when the session is signed out: the stream then says so and ends. */
+  readonly signedOut: AbortController;
+}
+
 /**
  * The live pending list of SPEC 11, over Server-Sent Events. Each open stream parks one
  * RequestFeedWaiter in the wait engine, so it is woken by the same `request` doorbells as the
- * agents' waits (no polling, no listener of its own), ends when its token loses its access or the
- * replica drains, and is re-read at the engine's safety re-check. A stream keeps in memory only the
- * fingerprint of what it last sent and whether a re-read is running; it sends the re-rendered list
- * only when the fingerprint changed.
+ * agents' waits (no polling, no connection of its own), ends when its token loses its access or the
+ * replica drains, and is re-read at the engine's safety re-check. A sign-out ends the session's
+ * streams on every replica through the `session_ended` doorbell of the same listener. A stream
+ * keeps in memory only the fingerprint of what it last sent and whether a re-read is running; it
+ * sends the re-rendered list only when the fingerprint changed.
  */
 @Injectable()
-export class ConsolePendingFeedService implements OnModuleDestroy {
+export class ConsolePendingFeedService implements DoorbellSubscriber, OnModuleDestroy {
   /** Open streams; one timer writes the keepalive comment to all of them. */
-  private readonly open = new Set<Response>();
+  private readonly open = new Map<Response, OpenStream>();
   private keepalive: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly requests: ConsoleRequestsService,
+    private readonly sessions: ConsoleSessionService,
     private readonly views: ConsoleViews,
     private readonly engine: WaitEngine,
     private readonly config: AppConfig,
-  ) {}
+    listener: DoorbellListener,
+  ) {
+    listener.subscribe(this);
+  }
+
+  onDoorbell(bell: Doorbell): void {
+    if (bell.kind === 'session_ended') this.endSession(bell.sessionId);
+  }
+
+  /** Sign-outs rung while the listener was away are lost: end the streams of sessions that are gone. */
+  onListenerReconnected(): void {
+    void this.endVanishedSessions([...new Set([...this.open.values()].map((s) => s.sessionId))]);
+  }
 
   /** Streams open on this replica now (the `alcarta_console_live_streams` gauge). */
   get openStreams(): number {
@@ -63,10 +87,12 @@ export class ConsolePendingFeedService implements OnModuleDestroy {
 
   /**
    * Streams the pending list to `res` until the client goes away, the stream's lifetime passes, the
-   * replica drains or the token loses its access (then an `ended` event tells the page so). `seen`
-   * is the fingerprint of the list the page shows; the first event comes only if it is stale.
+   * replica drains, the token loses its access or the session is signed out (then an `ended` event
+   * tells the page why). `seen` is the fingerprint of the list the page shows; the first event comes
+   * only if it is stale.
    */
-  async stream(caller: Caller, mailboxId: string | undefined, seen: string | undefined, res: Response) {
+  async stream(session: ActiveSession, mailboxId: string | undefined, seen: string | undefined, res: Response) {
+    const caller = session.caller;
     // Read before the stream opens: a mailbox the caller cannot see is an error page, not a stream.
     const first = await this.snapshot(caller, mailboxId);
     // Gone during the read: its `close` event has passed, so nothing would end the stream.
@@ -78,7 +104,10 @@ export class ConsolePendingFeedService implements OnModuleDestroy {
     if (first.fingerprint !== seen) res.write(pendingEvent(first));
     const closed = new AbortController();
     res.on('close', () => closed.abort());
-    this.opened(res);
+    const signedOut = new AbortController();
+    this.opened(res, { sessionId: session.id, signedOut });
+    // Filed first, then checked: a sign-out that rang before the stream was filed is seen here.
+    await this.endVanishedSessions([session.id]);
 
     // Single flight: a ring during a re-read marks it to run once more.
     let reading: 'idle' | 'running' | 'again' = 'idle';
@@ -102,21 +131,39 @@ export class ConsolePendingFeedService implements OnModuleDestroy {
     };
     const feed = new RequestFeedWaiter(caller, mailboxId, () => void reread());
     try {
-      await this.engine.follow(feed, STREAM_LIFETIME_MS, closed.signal);
+      // Checked and followed in one synchronous step: no doorbell, no `close` can come in between.
+      const ends = AbortSignal.any([closed.signal, signedOut.signal]);
+      if (!ends.aborted) await this.engine.follow(feed, STREAM_LIFETIME_MS, ends);
+      if (signedOut.signal.aborted) ended(res, 'signed_out');
     } catch (err) {
       if (!(err instanceof AlcartaError && err.code === 'unauthorized')) throw err;
-      if (!res.writableEnded && !res.destroyed)
-        res.write(`event: ended\ndata: ${JSON.stringify({ reason: err.reason })}\n\n`);
+      ended(res, err.reason);
     } finally {
       this.closed(res);
       res.end();
     }
   }
 
-  private opened(res: Response): void {
-    this.open.add(res);
+  /** Ends the streams of a signed-out session on this replica (rare: a look at every stream). */
+  private endSession(sessionId: string): void {
+    for (const stream of this.open.values()) if (stream.sessionId === sessionId) stream.signedOut.abort();
+  }
+
+  /** Ends the streams of those of these sessions that no longer exist. */
+  private async endVanishedSessions(sessionIds: string[]): Promise<void> {
+    if (sessionIds.length === 0) return;
+    try {
+      const existing = await this.sessions.existing(sessionIds);
+      for (const id of sessionIds) if (!existing.has(id)) this.endSession(id);
+    } catch {
+      // The database failed: the stream ends at its lifetime, and the reconnect passes the guard again.
+    }
+  }
+
+  private opened(res: Response, stream: OpenStream): void {
+    this.open.set(res, stream);
     this.keepalive ??= setInterval(() => {
-      for (const stream of this.open) if (!stream.destroyed) stream.write(': keepalive\n\n');
+      for (const stream of this.open.keys()) if (!stream.destroyed) stream.write(': keepalive\n\n');
     }, this.config.keepaliveMs);
   }
 
@@ -126,6 +173,11 @@ export class ConsolePendingFeedService implements OnModuleDestroy {
     clearInterval(this.keepalive);
     this.keepalive = undefined;
   }
+}
+
+/** Tells the page that nothing more will come, and why (`signed_out`, or why the token lost its access). */
+function ended(res: Response, reason: string): void {
+  if (!res.writableEnded && !res.destroyed) res.write(`event: ended\ndata: ${JSON.stringify({ reason })}\n\n`);
 }
 
 function pendingEvent(snapshot: PendingSnapshot): string {

@@ -55,7 +55,7 @@ export class ConsoleRequestsController {
   ) {
     // After a reconnect the browser says what it shows (the id of the last event it got).
     const shown = textParam(req.header('last-event-id')) ?? textParam(seen);
-    await this.feed.stream(session.caller, textParam(mailbox), shown, res);
+    await this.feed.stream(session, textParam(mailbox), shown, res);
   }
 
   @Get('history')

@@ -1,10 +1,13 @@
 import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { DataSource } from 'typeorm';
 import { Caller } from '../auth/caller';
 import { CredentialRepository } from '../auth/credential.repository';
 import { scopeSet } from '../auth/scopes';
 import { TokenService } from '../auth/token.service';
 import { AppConfig } from '../config/app-config';
+import { EventLog } from '../events/event-log';
 import { ConsoleSessionRepository } from './console-session.repository';
 
 /**
@@ -15,10 +18,10 @@ export const SESSION_LIFETIME_MS = 12 * 3600 * 1000;
 
 /** A session found from its cookie: the credential as the database has it now, and its CSRF token. */
 export interface ActiveSession {
+  /** The SHA-256 of the cookie's secret, as stored: what names this session in doorbells. */
+  readonly id: string;
   readonly caller: Caller;
   readonly csrfToken: string;
-  /** The cookie's secret, so that sign-out can end exactly this session. */
-  readonly secret: string;
 }
 
 export type SessionLookup =
@@ -45,6 +48,8 @@ export class ConsoleSessionService {
     private readonly tokens: TokenService,
     private readonly credentials: CredentialRepository,
     private readonly config: AppConfig,
+    private readonly eventLog: EventLog,
+    @InjectDataSource() private readonly dataSource: DataSource,
   ) {}
 
   /** Starts a session for a pasted token that may decide approvals. */
@@ -85,7 +90,7 @@ export class ConsoleSessionService {
       await this.sessions.delete(row.secretHash);
       return { kind: 'ended', why: 'access_ended' };
     }
-    return { kind: 'active', session: { caller, csrfToken: csrfTokenOf(secret), secret } };
+    return { kind: 'active', session: { id: row.secretHash, caller, csrfToken: csrfTokenOf(secret) } };
   }
 
   /**
@@ -104,9 +109,21 @@ export class ConsoleSessionService {
     });
   }
 
-  /** Ends the session on every replica: they all read the same row. */
-  async signOut(secret: string): Promise<void> {
-    await this.sessions.delete(hashOf(secret));
+  /**
+   * Ends the session on every replica: they all read the same row, and the `session_ended`
+   * doorbell of the same transaction tells each to end the session's live streams now.
+   */
+  async signOut(session: ActiveSession): Promise<void> {
+    await this.dataSource.transaction(async (manager) => {
+      if (await this.sessions.deleteIn(manager, session.id)) {
+        await this.eventLog.ringDoorbell(manager, { kind: 'session_ended', sessionId: session.id });
+      }
+    });
+  }
+
+  /** Which of these sessions (by id) still exist. */
+  existing(ids: readonly string[]): Promise<Set<string>> {
+    return this.sessions.existing(ids);
   }
 }
 

@@ -7,6 +7,7 @@ import { ConsoleExceptionFilter } from './console-exception.filter';
 import { clearPendingSignIn, pendingSignInOf, setPendingSignIn } from './console-oidc-cookie';
 import { ConsoleOidcService, OidcProblem } from './console-oidc.service';
 import { ConsoleSessionGuard, CurrentSession } from './console-session.guard';
+import { ConsoleSignInFormGuard, issueSignInFormToken } from './console-sign-in-form.guard';
 import { ActiveSession, ConsoleSessionService } from './console-session.service';
 import { ConsoleViews } from './console-views';
 
@@ -55,19 +56,21 @@ export class ConsoleSignInController {
   ) {}
 
   @Get('sign-in')
-  form(@Query('signed_out') signedOut: unknown, @Res() res: Response): void {
-    res.type('html').send(this.signInPage({ notice: signedOut === '1' ? 'You are signed out.' : undefined }));
+  form(@Query('signed_out') signedOut: unknown, @Req() req: Request, @Res() res: Response): void {
+    res.type('html').send(this.signInPage(req, res, { notice: signedOut === '1' ? 'You are signed out.' : undefined }));
   }
 
+  /** Only the form of the sign-in page above is accepted (see ConsoleSignInFormGuard: login CSRF). */
   @Post('sign-in')
-  async signIn(@Body() body: Record<string, unknown>, @Res() res: Response): Promise<void> {
+  @UseGuards(ConsoleSignInFormGuard)
+  async signIn(@Body() body: Record<string, unknown>, @Req() req: Request, @Res() res: Response): Promise<void> {
     const token = typeof body.token === 'string' ? body.token : '';
     const result = await this.sessions.signInWithToken(token);
     if (!result.ok) {
       res
         .status(400)
         .type('html')
-        .send(this.signInPage({ error: SIGN_IN_PROBLEMS[result.problem] }));
+        .send(this.signInPage(req, res, { error: SIGN_IN_PROBLEMS[result.problem] }));
       return;
     }
     setSessionCookie(res, result.secret, result.expiresAt, this.secure);
@@ -121,7 +124,7 @@ export class ConsoleSignInController {
   @Post('sign-out')
   @UseGuards(ConsoleSessionGuard)
   async signOut(@CurrentSession() session: ActiveSession, @Res() res: Response): Promise<void> {
-    await this.sessions.signOut(session.secret);
+    await this.sessions.signOut(session);
     clearSessionCookie(res, this.secure);
     res.redirect(303, '/console/sign-in?signed_out=1');
   }
@@ -130,11 +133,12 @@ export class ConsoleSignInController {
     return this.config.publicUrl.startsWith('https:');
   }
 
-  private signInPage(data: { error?: string; notice?: string }): string {
+  private signInPage(req: Request, res: Response, data: { error?: string; notice?: string }): string {
     return this.views.render('sign-in', {
       title: 'Sign in',
       error: data.error,
       notice: data.notice,
+      formToken: issueSignInFormToken(req, res, this.secure),
       provider: this.oidc.enabled ? this.oidc.providerName : undefined,
     });
   }

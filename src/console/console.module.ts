@@ -3,6 +3,7 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import express from 'express';
 import { ApprovalsModule } from '../approvals/approvals.module';
 import { AuthModule } from '../auth/auth.module';
+import { EventsModule } from '../events/events.module';
 import { MailModule } from '../mail/mail.module';
 import { WaitsModule } from '../waits/waits.module';
 import { ConsoleAssetsController } from './console-assets.controller';
@@ -17,6 +18,7 @@ import { ConsoleSessionGuard } from './console-session.guard';
 import { ConsoleSessionHousekeeping } from './console-session.housekeeping';
 import { ConsoleSessionRepository } from './console-session.repository';
 import { ConsoleSessionService } from './console-session.service';
+import { ConsoleSignInFormGuard } from './console-sign-in-form.guard';
 import { ConsoleSignInController } from './console-sign-in.controller';
 import { ConsoleViews } from './console-views';
 import { ConsoleMetrics } from './console.metrics';
@@ -26,7 +28,14 @@ const FORM_BODY_LIMIT = '32kb';
 
 /** The approver console (SPEC 11): server-rendered pages at /console for the people who decide. */
 @Module({
-  imports: [TypeOrmModule.forFeature([ConsoleSessionEntity]), AuthModule, ApprovalsModule, MailModule, WaitsModule],
+  imports: [
+    TypeOrmModule.forFeature([ConsoleSessionEntity]),
+    AuthModule,
+    ApprovalsModule,
+    MailModule,
+    WaitsModule,
+    EventsModule,
+  ],
   controllers: [ConsoleAssetsController, ConsoleSignInController, ConsoleRequestsController],
   providers: [
     ConsoleViews,
@@ -34,6 +43,7 @@ const FORM_BODY_LIMIT = '32kb';
     ConsoleSessionService,
     ConsoleOidcService,
     ConsoleSessionGuard,
+    ConsoleSignInFormGuard,
     ConsoleRequestsService,
     ConsolePendingFeedService,
     ConsoleExceptionFilter,

@@ -23,6 +23,11 @@ export type Doorbell = (
   | { kind: 'call_cancelled'; tokenId: string; requestKey: string }
   /** Outbound mail of this mailbox was queued or re-queued: every replica's outbox worker looks for work. */
   | { kind: 'outbox'; mailboxId: string }
+  /**
+   * A person signed out of the console: every replica ends the live streams of that session.
+   * `sessionId` is the session's stored hash (never its secret, which only the cookie holds).
+   */
+  | { kind: 'session_ended'; sessionId: string }
 ) & {
   /** When the change committed (ms since the epoch, database clock), for the wake latency metric. */
   at?: number;
@@ -45,6 +50,8 @@ export function encodeDoorbell(bell: Doorbell): string {
       return `c ${bell.tokenId} ${bell.requestKey}`;
     case 'outbox':
       return `o ${bell.mailboxId}`;
+    case 'session_ended':
+      return `s ${bell.sessionId}`;
   }
 }
 
@@ -68,6 +75,7 @@ export function decodeDoorbell(payload: string): Doorbell | undefined {
   if (kind === 'n') return { kind: 'wait_created', waitId: id, at };
   if (kind === 'w') return { kind: 'wait_resolved', waitId: id, at };
   if (kind === 'o') return { kind: 'outbox', mailboxId: id, at };
+  if (kind === 's') return { kind: 'session_ended', sessionId: id, at };
   return undefined;
 }
 

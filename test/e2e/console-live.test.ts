@@ -5,6 +5,7 @@ import { Browser, BrowserContext, Page } from 'playwright-core';
 import { DrainState } from '#app/lifecycle/drain-state.js';
 import { WaiterRegistry } from '#app/waits/waiter-registry.js';
 import { launchChromium } from '../support/browser';
+import { postSignIn } from '../support/console';
 import { callOk, connectMcp } from '../support/mcp';
 import { metricValue } from '../support/metrics';
 import { createMailbox, createToken, startTestServer, TestServer } from '../support/test-server';
@@ -187,6 +188,45 @@ describe('console live pending list', () => {
     await session.context.close();
   });
 
+  browserIt('signing out in one tab ends another tab’s live list on another replica within 2 s', async () => {
+    // A second replica on the same database: the sign-out's doorbell must reach it.
+    const replica = await startTestServer({
+      db: server.db,
+      adminToken: server.adminToken,
+      env: { ALCARTA_WAIT_RECHECK_SECONDS: '30' },
+    });
+    try {
+      const tabA = await openConsole(browser!, server, approver);
+      // The same browser context, so the same session: cookies belong to the host, not the port.
+      const tabB = await tabA.context.newPage();
+      const listed = streamOpened(tabB);
+      await tabB.goto(`${replica.url}/console`);
+      assert.equal((await listed).status(), 200);
+      // And a raw stream of the session on replica B, to see how the server ends it.
+      const cookie = (await tabA.context.cookies()).map((c) => `${c.name}=${c.value}`).join('; ');
+      const raw = await fetch(`${replica.url}/console/events`, { headers: { cookie } });
+      assert.equal(raw.status, 200);
+      const rawText = raw.text();
+      await waitFor('both streams parked on replica B', () => openFeeds(replica) === 2);
+
+      const start = Date.now();
+      await tabA.page.getByRole('button', { name: 'Sign out' }).click();
+      await tabB.waitForURL(`${replica.url}/console/sign-in?signed_out=1`, {
+        timeout: PATIENCE_MS,
+        waitUntil: 'commit',
+      });
+      const took = Date.now() - start;
+      assert.ok(took < LIVE_MS, `tab B showed the sign-in page ${took} ms after the click in tab A`);
+      assert.match(await tabB.getByRole('status').innerText(), /You are signed out/);
+      await tabA.page.waitForURL(`${server.url}/console/sign-in?signed_out=1`);
+      assert.match(await rawText, /^retry: \d+\n\n(.|\n)*event: ended\ndata: \{"reason":"signed_out"\}\n\n$/);
+      await waitFor('replica B’s streams ended', () => openFeeds(replica) === 0, { timeoutMs: LIVE_MS });
+      await tabA.context.close();
+    } finally {
+      await replica.close({ keepDatabase: true });
+    }
+  });
+
   browserIt('without JavaScript the page is the same list, current as of its load', async () => {
     const context = await browser!.newContext({ javaScriptEnabled: false });
     const page = await context.newPage();
@@ -218,12 +258,7 @@ describe('console live pending list: lost doorbells and drain', () => {
       mailboxes: [mailbox],
     });
     agent = await connectMcp(server.url, agentToken.secret);
-    const signIn = await fetch(`${server.url}/console/sign-in`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams({ token: approver.secret }),
-      redirect: 'manual',
-    });
+    const signIn = await postSignIn(server.url, approver.secret);
     assert.equal(signIn.status, 303);
     cookie = signIn.headers
       .getSetCookie()

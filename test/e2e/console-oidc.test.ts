@@ -41,9 +41,15 @@ describe('console sign-in with OpenID Connect', () => {
     it(name, async (t) => (skipReason ? t.skip(skipReason) : body()));
   };
   const url = (path: string) => `${server.url}${path}`;
-  /** Alcarta's own cookies in the browser (the provider, on the same host, has its own). */
+  /**
+   * Alcarta's own session and pending sign-in cookies in the browser (the provider, on the same
+   * host, has its own; the token form's cookie, which the sign-in page sets for every visitor, is
+   * not one of them).
+   */
   const consoleCookies = async (context: BrowserContext) =>
-    (await context.cookies(url('/console/sign-in/callback'))).filter((c) => c.name.startsWith('alcarta_'));
+    (await context.cookies(url('/console/sign-in/callback'))).filter(
+      (c) => c.name.startsWith('alcarta_') && c.name !== 'alcarta_console_sign_in',
+    );
 
   /** A fresh browser at the sign-in page, sent on to the provider's login form. */
   const atProviderLogin = async () => {

@@ -7,6 +7,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { Browser, BrowserContext, Page } from 'playwright-core';
 import { freePort } from '#app/common/net.js';
 import { launchChromium } from '../support/browser';
+import { signInForm } from '../support/console';
 import { callOk, connectMcp } from '../support/mcp';
 import { activeWaits } from '../support/metrics';
 import { createMailbox, createToken, startTestServer, TestServer } from '../support/test-server';
@@ -16,6 +17,10 @@ const SCREENSHOTS = join(process.cwd(), 'test-output', 'screenshots');
 const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 const ONE_PIXEL_PNG =
   'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=';
+
+const SESSION_COOKIE = 'alcarta_console';
+/** Set by the sign-in page for its token form (login CSRF protection). */
+const FORM_COOKIE = 'alcarta_console_sign_in';
 
 /** Long enough for any wake-up on a busy machine, short enough to end as a result, not an SDK timeout. */
 const BLOCK = 50;
@@ -51,17 +56,25 @@ describe('console pages', () => {
   };
   const url = (path: string) => `${server.url}${path}`;
 
-  /** A fresh browser context signed in through the form with `secret`. */
+  /**
+   * A fresh browser context signed in through the form with `secret`, once its pending list's live
+   * stream is open (that request passes the session guard too: a test that changes the session
+   * next must not race it).
+   */
   const signedIn = async (secret: string, options: { bypassCSP?: boolean } = {}) => {
     const context = await browser!.newContext(options);
     const p = await context.newPage();
     await p.goto(url('/console'));
     assert.equal(new URL(p.url()).pathname, '/console/sign-in');
     await p.getByLabel('Token').fill(secret);
+    const streamed = p.waitForResponse((r) => new URL(r.url()).pathname === '/console/events');
     await p.getByRole('button', { name: 'Sign in' }).click();
     await p.waitForURL(url('/console'));
+    assert.equal((await streamed).status(), 200);
     return { context, page: p };
   };
+  /** The names of a context's cookies, sorted. */
+  const cookieNames = async (context: BrowserContext) => (await context.cookies()).map((c) => c.name).sort();
   /** The session cookie of a context, as a Cookie header. */
   const cookieHeader = async (context: BrowserContext) =>
     (await context.cookies()).map((c) => `${c.name}=${c.value}`).join('; ');
@@ -113,7 +126,7 @@ describe('console pages', () => {
     await page.getByRole('button', { name: 'Sign in' }).click();
     assert.equal((await refused).status(), 400);
     assert.match(await page.getByRole('alert').innerText(), /approvals:decide/);
-    assert.deepEqual(await first.cookies(), []);
+    assert.deepEqual(await cookieNames(first), [FORM_COOKIE], 'no session cookie, only the sign-in form’s');
 
     await page.getByLabel('Token').fill('alc_not-a-token');
     await page.getByRole('button', { name: 'Sign in' }).click();
@@ -125,7 +138,7 @@ describe('console pages', () => {
     assert.equal(await page.getByRole('heading', { level: 1 }).innerText(), 'Pending requests');
     assert.match(await page.locator('.empty').innerText(), /Nothing is waiting for your decision/);
 
-    const [cookie] = await first.cookies();
+    const cookie = (await first.cookies()).find((c) => c.name === SESSION_COOKIE)!;
     assert.equal(cookie.httpOnly, true);
     assert.equal(cookie.sameSite, 'Lax');
     assert.equal(cookie.secure, false, 'plain-HTTP installation: no Secure flag');
@@ -323,6 +336,86 @@ describe('console pages', () => {
     assert.equal(signedOut.headers.get('location'), '/console/sign-in');
   });
 
+  browserIt('a sign-in form auto-submitted by another site is refused and signs nobody in (login CSRF)', async () => {
+    const attacker = await createToken(server.admin, { scopes: ['approvals:decide'], mailboxes: [otherMailbox] });
+    // A genuine form cookie and field, fetched by the attacker's own server from the sign-in page.
+    const planted = await signInForm(server.url);
+    // The attacker's site: another port of this host, which is the same site as the console (so
+    // SameSite=Lax sends the console's cookies along) and may even write cookies for this host.
+    const hostile = createServer((req, res) => {
+      const plant = req.url === '/planted';
+      res.writeHead(200, {
+        'content-type': 'text/html',
+        ...(plant && { 'set-cookie': `${planted.cookie}; Path=/console/sign-in; HttpOnly; SameSite=Lax` }),
+      });
+      res.end(
+        `<form method="post" action="${url('/console/sign-in')}">` +
+          `<input type="hidden" name="token" value="${attacker.secret}">` +
+          (plant ? `<input type="hidden" name="_csrf" value="${planted.field}">` : '') +
+          `</form><script>document.forms[0].submit()</script>`,
+      );
+    });
+    const hostilePort = await freePort();
+    await new Promise<void>((resolve) => hostile.listen(hostilePort, '127.0.0.1', resolve));
+    const victim = await browser!.newContext();
+    try {
+      const p = await victim.newPage();
+      // The victim opened the console's sign-in page before: the browser holds a genuine form cookie.
+      await p.goto(url('/console/sign-in'));
+      for (const path of ['/', '/planted']) {
+        const posted = p.waitForResponse((r) => r.url() === url('/console/sign-in') && r.request().method() === 'POST');
+        await p.goto(`http://127.0.0.1:${hostilePort}${path}`);
+        assert.equal((await posted).status(), 403, path);
+        await p.getByRole('heading', { level: 1, name: 'Sign-in refused' }).waitFor();
+        assert.match(await p.locator('main').innerText(), /Start again from the sign-in page/);
+        assert.equal(await p.getByRole('link', { name: 'Sign in again' }).getAttribute('href'), '/console/sign-in');
+        assert.ok(!(await cookieNames(victim)).includes(SESSION_COOKIE), `${path}: no session cookie`);
+      }
+      // The planted pair was in place, and would pass as a double submit: the browser's
+      // Sec-Fetch-Site (same-site, not same-origin) is what refused it.
+      const formCookie = (await victim.cookies(url('/console/sign-in'))).find((c) => c.name === FORM_COOKIE);
+      assert.equal(`${FORM_COOKIE}=${formCookie?.value}`, planted.cookie);
+    } finally {
+      await victim.close();
+      await new Promise((resolve) => hostile.close(resolve));
+    }
+
+    // Plain HTTP clients send no Sec-Fetch-Site: the form token alone decides.
+    const form = await signInForm(server.url);
+    const other = await signInForm(server.url);
+    const post = (cookie: string | undefined, field: string | undefined, site?: string) =>
+      fetch(url('/console/sign-in'), {
+        method: 'POST',
+        redirect: 'manual',
+        headers: {
+          'content-type': 'application/x-www-form-urlencoded',
+          ...(cookie && { cookie }),
+          ...(site && { 'sec-fetch-site': site }),
+        },
+        body: new URLSearchParams({ token: attacker.secret, ...(field !== undefined && { _csrf: field }) }),
+      });
+    for (const [what, cookie, field, site] of [
+      ['neither cookie nor field', undefined, undefined],
+      ['no cookie', undefined, form.field],
+      ['no field', form.cookie, undefined],
+      ['an empty field', form.cookie, ''],
+      ['another form’s field', form.cookie, other.field],
+      ['the pair from another site', form.cookie, form.field, 'cross-site'],
+    ] as const) {
+      const refused = await post(cookie, field, site);
+      assert.equal(refused.status, 403, what);
+      assert.match(await refused.text(), /Sign-in refused/, what);
+      assert.deepEqual(refused.headers.getSetCookie(), [], `${what}: no cookie set`);
+    }
+    assert.deepEqual(
+      await server.db.query(`SELECT 1 FROM console_sessions WHERE credential_id = $1`, [attacker.id]),
+      [],
+      'nobody was signed in as the attacker',
+    );
+    // The same pair, as the sign-in page's own form sends it, signs in.
+    assert.equal((await post(form.cookie, form.field, 'same-origin')).status, 303);
+  });
+
   browserIt('pages have no serious or critical axe violations; screenshots at 1280 and 375 px', async () => {
     const pending = (
       await callOk(agent, 'send_email', {
@@ -340,8 +433,7 @@ describe('console pages', () => {
     });
     // The scan only: bypassCSP lets axe's source be added as a script; the pages themselves are unchanged.
     const scan = await browser!.newContext({ bypassCSP: true });
-    const [cookie] = await first.cookies();
-    await scan.addCookies([cookie]);
+    await scan.addCookies((await first.cookies()).filter((c) => c.name === SESSION_COOKIE));
     const p = await scan.newPage();
     const pages = {
       'sign-in': '/console/sign-in',
@@ -383,7 +475,7 @@ describe('console pages', () => {
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.waitForURL(url('/console/sign-in?signed_out=1'));
     assert.match(await page.getByRole('status').innerText(), /signed out/);
-    assert.deepEqual(await first.cookies(), []);
+    assert.deepEqual(await cookieNames(first), [FORM_COOKIE], 'the session cookie is gone');
     const replay = await fetch(url('/console'), { redirect: 'manual', headers: { cookie } });
     assert.equal(replay.status, 303, 'the old cookie names no session any more');
     assert.deepEqual(
@@ -429,11 +521,16 @@ describe('console sessions behind HTTPS', () => {
       mailboxes: [mailbox],
       expires_at: expiresAt.toISOString(),
     });
+    const form = await signInForm(server.url);
+    assert.match(
+      form.setCookie,
+      /^alcarta_console_sign_in=[\w-]{43}; Max-Age=1800; Path=\/console\/sign-in; Expires=[^;]+; HttpOnly; Secure; SameSite=Lax$/,
+    );
     const res = await fetch(`${server.url}/console/sign-in`, {
       method: 'POST',
       redirect: 'manual',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: `token=${encodeURIComponent(token.secret)}`,
+      headers: { cookie: form.cookie, 'content-type': 'application/x-www-form-urlencoded' },
+      body: `_csrf=${form.field}&token=${encodeURIComponent(token.secret)}`,
     });
     assert.equal(res.status, 303);
     const cookie = res.headers.get('set-cookie') ?? '';

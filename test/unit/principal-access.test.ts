@@ -34,3 +34,15 @@ describe('the credential_revoked doorbell', () => {
     });
   });
 });
+
+describe('the session_ended doorbell', () => {
+  it('names a console session by its stored hash', () => {
+    const sessionId = 'a'.repeat(64);
+    assert.equal(encodeDoorbell({ kind: 'session_ended', sessionId }), `s ${sessionId}`);
+    assert.deepEqual(decodeDoorbell(`s ${sessionId} 1700000000000`), {
+      kind: 'session_ended',
+      sessionId,
+      at: 1700000000000,
+    });
+  });
+});

@@ -50,11 +50,28 @@ function followPendingList(list) {
     if (news.length > 0)
       announcer.textContent = news.join(', ') + '. ' + plural(after.length, 'request', 'requests') + ' pending.';
   });
-  // The session's token lost its access: nothing more will come; the next click shows why.
-  source.addEventListener('ended', function () {
+  // The session ended: nothing more will come. Signed out (in another tab, maybe on another
+  // replica): the list must not stay on screen, so the page goes to the sign-in page. The token lost
+  // its access: the page says so; the next click shows why.
+  source.addEventListener('ended', function (event) {
     source.close();
+    if (JSON.parse(event.data).reason === 'signed_out') {
+      window.location.replace('/console/sign-in?signed_out=1');
+      return;
+    }
     announcer.className = 'notice';
     announcer.textContent = 'Your session ended. Reload the page to sign in again.';
+  });
+  // A submitted form (sign out, filter) is leaving the page: its answer must not race a late event.
+  document.addEventListener('submit', function () {
+    source.close();
+  });
+  // The browser gave up (a reconnect was refused, e.g. the session is gone): no retrying forever,
+  // and no list that silently stops changing.
+  source.addEventListener('error', function () {
+    if (source.readyState !== EventSource.CLOSED) return;
+    announcer.className = 'notice';
+    announcer.textContent = 'Live updates stopped. Reload the page to see the current list.';
   });
 }
 
