@@ -133,8 +133,11 @@ export class ConsolePendingFeedService implements DoorbellSubscriber, OnModuleDe
     try {
       // Checked and followed in one synchronous step: no doorbell, no `close` can come in between.
       const ends = AbortSignal.any([closed.signal, signedOut.signal]);
-      if (!ends.aborted) await this.engine.follow(feed, STREAM_LIFETIME_MS, ends);
+      // A session that runs out ends its streams then, not at their next reconnect.
+      const untilExpiry = session.expiresAt.getTime() - Date.now();
+      if (!ends.aborted) await this.engine.follow(feed, Math.max(0, Math.min(STREAM_LIFETIME_MS, untilExpiry)), ends);
       if (signedOut.signal.aborted) ended(res, 'signed_out');
+      else if (!closed.signal.aborted && session.expiresAt.getTime() <= Date.now()) ended(res, 'session_expired');
     } catch (err) {
       if (!(err instanceof AlcartaError && err.code === 'unauthorized')) throw err;
       ended(res, err.reason);

@@ -22,6 +22,8 @@ export interface ActiveSession {
   readonly id: string;
   readonly caller: Caller;
   readonly csrfToken: string;
+  /** When the session runs out: its live streams end then. */
+  readonly expiresAt: Date;
 }
 
 export type SessionLookup =
@@ -80,17 +82,19 @@ export class ConsoleSessionService {
     if (!secret) return { kind: 'none' };
     const row = await this.sessions.findByHash(hashOf(secret));
     if (!row) return { kind: 'none' };
-    if (row.expiresAt.getTime() <= Date.now()) {
-      await this.sessions.delete(row.secretHash);
-      return { kind: 'ended', why: 'expired' };
-    }
+    // The row stays (housekeeping removes it a lifetime later), so every tab of the session, and a
+    // person coming back, is told that it expired rather than sent to sign in without a word.
+    if (row.expiresAt.getTime() <= Date.now()) return { kind: 'ended', why: 'expired' };
     const stored = (await this.credentials.usable([row.credentialId])).get(row.credentialId);
     const caller = stored && this.withDefaultScopes(stored);
     if (!caller || !caller.hasScope('approvals:decide')) {
       await this.sessions.delete(row.secretHash);
       return { kind: 'ended', why: 'access_ended' };
     }
-    return { kind: 'active', session: { id: row.secretHash, caller, csrfToken: csrfTokenOf(secret) } };
+    return {
+      kind: 'active',
+      session: { id: row.secretHash, caller, csrfToken: csrfTokenOf(secret), expiresAt: row.expiresAt },
+    };
   }
 
   /**

@@ -16,6 +16,23 @@ const SIGN_IN_PROBLEMS = {
   missing_scope: 'This token may not decide approvals: it needs the approvals:decide scope.',
 };
 
+/**
+ * What the sign-in page says when a page sent the person there: signed out (perhaps in another
+ * tab), or the session ran out while a live list was open (the cookie is gone by then, so the
+ * console's "session expired" page could not say it).
+ */
+const SIGN_IN_NOTICES = {
+  signed_out: 'You are signed out.',
+  expired: 'Your session expired: console sessions last at most 12 hours. Sign in again to go on.',
+  none: undefined,
+};
+
+function noticeOf(query: Record<string, unknown>): keyof typeof SIGN_IN_NOTICES {
+  if (query.signed_out === '1') return 'signed_out';
+  if (query.expired === '1') return 'expired';
+  return 'none';
+}
+
 /** What the callback page says when an OpenID Connect sign-in does not end in a session. */
 const OIDC_PROBLEMS: Record<OidcProblem, { title: string; text: string }> = {
   not_started: {
@@ -56,8 +73,8 @@ export class ConsoleSignInController {
   ) {}
 
   @Get('sign-in')
-  form(@Query('signed_out') signedOut: unknown, @Req() req: Request, @Res() res: Response): void {
-    res.type('html').send(this.signInPage(req, res, { notice: signedOut === '1' ? 'You are signed out.' : undefined }));
+  form(@Query() query: Record<string, unknown>, @Req() req: Request, @Res() res: Response): void {
+    res.type('html').send(this.signInPage(req, res, { notice: SIGN_IN_NOTICES[noticeOf(query)] }));
   }
 
   /** Only the form of the sign-in page above is accepted (see ConsoleSignInFormGuard: login CSRF). */

@@ -188,6 +188,23 @@ describe('console live pending list', () => {
     await session.context.close();
   });
 
+  browserIt('a session that runs out ends its live list then, and the page says it expired', async () => {
+    const expiring = await createToken(server.admin, { scopes: ['approvals:decide'], mailboxes: [mailbox] });
+    const session = await openConsole(browser!, server, expiring);
+    // The session runs out a few seconds from now; a page loaded now streams until then.
+    await server.db.query(
+      `UPDATE console_sessions SET expires_at = now() + interval '4 seconds' WHERE credential_id = $1`,
+      [expiring.id],
+    );
+    const listed = streamOpened(session.page);
+    await session.page.goto(`${server.url}/console`);
+    assert.equal((await listed).status(), 200);
+    // At expiry, not at the stream's 10-minute reconnect, the page leaves the list and says why.
+    await session.page.waitForURL(`${server.url}/console/sign-in?expired=1`, { timeout: PATIENCE_MS });
+    assert.match(await session.page.getByRole('status').innerText(), /Your session expired/);
+    await session.context.close();
+  });
+
   browserIt('signing out in one tab ends another tab’s live list on another replica within 2 s', async () => {
     // A second replica on the same database: the sign-out's doorbell must reach it.
     const replica = await startTestServer({

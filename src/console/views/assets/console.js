@@ -51,12 +51,17 @@ function followPendingList(list) {
       announcer.textContent = news.join(', ') + '. ' + plural(after.length, 'request', 'requests') + ' pending.';
   });
   // The session ended: nothing more will come. Signed out (in another tab, maybe on another
-  // replica): the list must not stay on screen, so the page goes to the sign-in page. The token lost
-  // its access: the page says so; the next click shows why.
+  // replica) or expired: the list must not stay on screen, so the page goes to the sign-in page,
+  // which says why. The token lost its access: the page says so; the next click shows why.
   source.addEventListener('ended', function (event) {
     source.close();
-    if (JSON.parse(event.data).reason === 'signed_out') {
+    var reason = JSON.parse(event.data).reason;
+    if (reason === 'signed_out') {
       window.location.replace('/console/sign-in?signed_out=1');
+      return;
+    }
+    if (reason === 'session_expired') {
+      window.location.replace('/console/sign-in?expired=1');
       return;
     }
     announcer.className = 'notice';
