@@ -12,6 +12,7 @@ import { callError, callOk, connectMcp } from '../support/mcp';
 import { activeWaits } from '../support/metrics';
 import { createMailbox, createToken, ingest, startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
+import { postSignIn } from '../support/console';
 
 /**
  * SPEC 10 end to end, as an agent and a person meet it: the official MCP SDK client starts without
@@ -308,14 +309,13 @@ describe('An agent and a person sign in with the MCP SDK through a real OpenID p
         [AGENT_CLIENT.clientId],
       );
       const approver = await createToken(server.admin, { scopes: ['approvals:decide'], mailboxes: [opsMailbox] });
-      const signedIn = await fetch(`${server.url}/console/sign-in`, {
-        method: 'POST',
-        redirect: 'manual',
-        headers: { 'content-type': 'application/x-www-form-urlencoded' },
-        body: `token=${encodeURIComponent(approver.secret)}`,
-      });
+      const signedIn = await postSignIn(server.url, approver.secret);
       assert.equal(signedIn.status, 303);
-      const cookie = (signedIn.headers.get('set-cookie') ?? '').split(';')[0];
+      const cookie = signedIn.headers
+        .getSetCookie()
+        .map((c) => c.split(';')[0])
+        .find((c) => c.startsWith('alcarta_console='));
+      assert.ok(cookie, 'a session cookie');
       const requestPage = await fetch(`${server.url}/console/requests/${request_id}`, { headers: { cookie } });
       assert.equal(requestPage.status, 200);
       const html = await requestPage.text();
