@@ -8,19 +8,16 @@ import { EventRepository } from './event.repository';
 export const RETENTION_WINDOW_MS = 3600 * 1000;
 
 /**
- * The windows [from, to) that cover the events from `oldest` up to `cutoff`, oldest first, each at
- * most `windowMs` long; none when nothing is older than the cutoff.
+ * The deletion window that starts at the oldest event left (`oldest`): at most `windowMs` long and
+ * ending at the cutoff at the latest; undefined when nothing is older than the cutoff.
  */
-export function retentionWindows(
-  oldest: Date,
+export function retentionWindow(
+  oldest: Date | undefined,
   cutoff: Date,
   windowMs = RETENTION_WINDOW_MS,
-): Array<{ from: Date; to: Date }> {
-  const windows: Array<{ from: Date; to: Date }> = [];
-  for (let from = oldest.getTime(); from < cutoff.getTime(); from += windowMs) {
-    windows.push({ from: new Date(from), to: new Date(Math.min(from + windowMs, cutoff.getTime())) });
-  }
-  return windows;
+): { from: Date; to: Date } | undefined {
+  if (!oldest || oldest >= cutoff) return undefined;
+  return { from: oldest, to: new Date(Math.min(oldest.getTime() + windowMs, cutoff.getTime())) };
 }
 
 /**
@@ -28,7 +25,8 @@ export function retentionWindows(
  * Nothing a client holds depends on them: message cursors are per-mailbox message positions, and
  * request waits fall back to the request's own row when its latest event is gone (see WaitRepository).
  * The first run after an upgrade may face a long backlog: it goes an hour of events at a time,
- * oldest first, and stops between windows when the replica drains (the next run carries on).
+ * oldest first (each window starts at the oldest event left, so gaps in the history cost nothing),
+ * and stops between windows when the replica drains (the next run carries on).
  */
 @Injectable()
 export class EventRetentionHousekeeping implements OnModuleDestroy {
@@ -53,12 +51,12 @@ export class EventRetentionHousekeeping implements OnModuleDestroy {
   }
 
   private async deleteExpired(): Promise<number> {
-    const oldest = await this.events.oldestCreatedAt();
-    if (!oldest) return 0;
+    const cutoff = new Date(Date.now() - this.config.eventRetentionMs);
     let deleted = 0;
-    for (const { from, to } of retentionWindows(oldest, new Date(Date.now() - this.config.eventRetentionMs))) {
-      if (this.drain.isDraining) break;
-      deleted += await this.events.deleteCreatedBetween(from, to);
+    let window = retentionWindow(await this.events.oldestCreatedAt(), cutoff);
+    while (window && !this.drain.isDraining) {
+      deleted += await this.events.deleteCreatedBetween(window.from, window.to);
+      window = retentionWindow(await this.events.oldestCreatedAt(window.to), cutoff);
     }
     return deleted;
   }

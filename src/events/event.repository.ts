@@ -8,10 +8,14 @@ import { deleteInBatches } from '../database/batched-delete';
 export class EventRepository {
   constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
 
-  /** When the oldest event still stored was written; undefined when there is none. */
-  async oldestCreatedAt(): Promise<Date | undefined> {
+  /**
+   * When the oldest event written at `notBefore` or later was written; undefined when there is none.
+   * One probe of the created_at index.
+   */
+  async oldestCreatedAt(notBefore = new Date(0)): Promise<Date | undefined> {
     const [row] = await this.dataSource.query<Array<{ oldest: Date | null }>>(
-      `SELECT min(created_at) AS oldest FROM events`,
+      `SELECT min(created_at) AS oldest FROM events WHERE created_at >= $1`,
+      [notBefore],
     );
     return row.oldest ?? undefined;
   }

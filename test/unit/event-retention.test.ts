@@ -1,39 +1,39 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { RETENTION_WINDOW_MS, retentionWindows } from '#app/events/event-retention.housekeeping.js';
+import { RETENTION_WINDOW_MS, retentionWindow } from '#app/events/event-retention.housekeeping.js';
 import { latestDeliveryEvent, latestRequestEvent } from '#app/waits/pruned-events.js';
 
 const HOUR = 3600 * 1000;
 const at = (iso: string) => new Date(iso);
 
-describe('retentionWindows', () => {
-  it('covers [oldest, cutoff) with adjacent windows of at most an hour, oldest first', () => {
-    const oldest = at('2026-01-01T00:10:00.000Z');
-    const cutoff = at('2026-01-01T02:40:00.000Z');
-    const windows = retentionWindows(oldest, cutoff);
+describe('retentionWindow', () => {
+  const cutoff = at('2026-01-01T02:40:00.000Z');
+
+  it('starts at the oldest event left and lasts an hour, or ends at the cutoff', () => {
     assert.equal(RETENTION_WINDOW_MS, HOUR);
-    assert.deepEqual(
-      windows.map((w) => [w.from.toISOString(), w.to.toISOString()]),
-      [
-        ['2026-01-01T00:10:00.000Z', '2026-01-01T01:10:00.000Z'],
-        ['2026-01-01T01:10:00.000Z', '2026-01-01T02:10:00.000Z'],
-        ['2026-01-01T02:10:00.000Z', '2026-01-01T02:40:00.000Z'],
-      ],
-    );
+    assert.deepEqual(retentionWindow(at('2026-01-01T00:10:00.000Z'), cutoff), {
+      from: at('2026-01-01T00:10:00.000Z'),
+      to: at('2026-01-01T01:10:00.000Z'),
+    });
+    assert.deepEqual(retentionWindow(at('2026-01-01T02:10:00.000Z'), cutoff), {
+      from: at('2026-01-01T02:10:00.000Z'),
+      to: cutoff,
+    });
+    const justBefore = new Date(cutoff.getTime() - 1);
+    assert.deepEqual(retentionWindow(justBefore, cutoff), { from: justBefore, to: cutoff });
   });
 
-  it('is empty when nothing is older than the cutoff, and one window when only a moment is', () => {
-    const cutoff = at('2026-01-01T00:00:00.000Z');
-    assert.deepEqual(retentionWindows(cutoff, cutoff), []);
-    assert.deepEqual(retentionWindows(at('2026-01-02T00:00:00.000Z'), cutoff), []);
-    const justBefore = new Date(cutoff.getTime() - 1);
-    assert.deepEqual(retentionWindows(justBefore, cutoff), [{ from: justBefore, to: cutoff }]);
+  it('is undefined when there is no event, or none older than the cutoff', () => {
+    assert.equal(retentionWindow(undefined, cutoff), undefined);
+    assert.equal(retentionWindow(cutoff, cutoff), undefined);
+    assert.equal(retentionWindow(at('2026-02-01T00:00:00.000Z'), cutoff), undefined);
   });
 
   it('takes the window length as a parameter', () => {
-    const windows = retentionWindows(at('2026-01-01T00:00:00.000Z'), at('2026-01-11T00:00:00.000Z'), 24 * HOUR);
-    assert.equal(windows.length, 10);
-    for (let i = 1; i < windows.length; i++) assert.equal(windows[i].from.getTime(), windows[i - 1].to.getTime());
+    assert.deepEqual(retentionWindow(at('2025-12-01T00:00:00.000Z'), cutoff, 24 * HOUR), {
+      from: at('2025-12-01T00:00:00.000Z'),
+      to: at('2025-12-02T00:00:00.000Z'),
+    });
   });
 });
 
