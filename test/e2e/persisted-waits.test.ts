@@ -302,6 +302,7 @@ describe('persisted waits and the wait_id fallback', () => {
 
       // A blocking wait with a cursor from before the pruning, and the parked socket, wake on new mail.
       const pollsBefore = await activeWaits(server.url, 'message', 'poll');
+      const requestPollsBefore = await activeWaits(server.url, 'request', 'poll');
       const blocking = callOk(reader, 'email_await', {
         event: { type: 'message_received', mailbox_id: retained },
         since_cursor: atEnd,
@@ -312,7 +313,7 @@ describe('persisted waits and the wait_id fallback', () => {
         'the blocking waits parked',
         async () =>
           (await activeWaits(server.url, 'message', 'poll')) === pollsBefore + 1 &&
-          (await activeWaits(server.url, 'request', 'poll')) >= 1,
+          (await activeWaits(server.url, 'request', 'poll')) === requestPollsBefore + 1,
         { timeoutMs: 30_000 },
       );
       const m4 = await ingest(server.admin, retained, { subject: 'four' });
