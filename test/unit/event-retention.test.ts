@@ -1,5 +1,7 @@
+import 'reflect-metadata';
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { validateEnvironment } from '#app/config/environment.js';
 import { RETENTION_WINDOW_MS, retentionWindow } from '#app/events/event-retention.housekeeping.js';
 import { latestDeliveryEvent, latestRequestEvent } from '#app/waits/pruned-events.js';
 
@@ -98,5 +100,23 @@ describe('latestDeliveryEvent', () => {
     };
     assert.equal(latestDeliveryEvent(stored, delivery), stored);
     assert.deepEqual(latestDeliveryEvent(null, delivery), stored);
+  });
+});
+
+describe('ALCARTA_EVENT_RETENTION_DAYS', () => {
+  it('is 30 days by default and takes 1 to 3650', () => {
+    assert.equal(validateEnvironment({}).ALCARTA_EVENT_RETENTION_DAYS, 30);
+    assert.equal(validateEnvironment({ ALCARTA_EVENT_RETENTION_DAYS: '1' }).ALCARTA_EVENT_RETENTION_DAYS, 1);
+    assert.equal(validateEnvironment({ ALCARTA_EVENT_RETENTION_DAYS: '3650' }).ALCARTA_EVENT_RETENTION_DAYS, 3650);
+  });
+
+  it('refuses anything else with a message naming the variable', () => {
+    for (const value of ['0', '3651', '7.5', 'month']) {
+      assert.throws(
+        () => validateEnvironment({ ALCARTA_EVENT_RETENTION_DAYS: value }),
+        /ALCARTA_EVENT_RETENTION_DAYS must/,
+        value,
+      );
+    }
   });
 });
