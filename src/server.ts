@@ -17,6 +17,7 @@ import { requestLogger } from './http/request-logger';
 import { requestMetrics } from './http/request-metrics';
 import { InboundSmtpServer } from './smtp/inbound-smtp.server';
 import { ConsoleSessionHousekeeping } from './console/console-session.housekeeping';
+import { EventRetentionHousekeeping } from './events/event-retention.housekeeping';
 import { Metrics } from './metrics/metrics';
 import { mcpBrowserAccess } from './mcp/browser-access';
 import { createValidationPipe } from './http/validation';
@@ -94,6 +95,7 @@ async function listen(app: NestExpressApplication, logger: Logger): Promise<Runn
   app.get(OutboxWorker).start();
   app.get(ApprovalMailHousekeeping).start();
   app.get(ConsoleSessionHousekeeping).start();
+  app.get(EventRetentionHousekeeping).start();
 
   app.useWebSocketAdapter(new WaitSocketAdapter(app));
   await app.listen(config.port, config.host);

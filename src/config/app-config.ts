@@ -26,6 +26,7 @@ export class AppConfig {
   readonly wsConnectTtlMs: number;
   readonly waitRetentionMs: number;
   readonly housekeepingMs: number;
+  readonly eventRetentionMs: number;
   readonly taskMaxTtlMs: number;
   readonly maxActiveTasksPerToken: number;
   readonly taskPollIntervalMs: number;
@@ -88,6 +89,7 @@ export class AppConfig {
     this.wsConnectTtlMs = env.ALCARTA_WS_CONNECT_TTL_SECONDS * 1000;
     this.waitRetentionMs = env.ALCARTA_WAIT_RETENTION_SECONDS * 1000;
     this.housekeepingMs = env.ALCARTA_HOUSEKEEPING_SECONDS * 1000;
+    this.eventRetentionMs = env.ALCARTA_EVENT_RETENTION_DAYS * 24 * 3600 * 1000;
     this.taskMaxTtlMs = env.ALCARTA_TASK_MAX_TTL_SECONDS * 1000;
     this.maxActiveTasksPerToken = env.ALCARTA_MAX_ACTIVE_TASKS_PER_TOKEN;
     this.taskPollIntervalMs = env.ALCARTA_TASK_POLL_INTERVAL_SECONDS * 1000;

@@ -110,14 +110,25 @@ export class Environment {
 
   /**
    * How often the housekeeping jobs delete old rows (finished approval mails, spent approval links,
-   * long-expired console sessions); the first run is a minute after start, or sooner with a shorter
-   * interval.
+   * long-expired console sessions, events past ALCARTA_EVENT_RETENTION_DAYS); the first run is a
+   * minute after start, or sooner with a shorter interval.
    */
   @Type(() => Number)
   @IsInt()
   @Min(1)
   @Max(86400)
   ALCARTA_HOUSEKEEPING_SECONDS: number = 3600;
+
+  /**
+   * Events (the log behind wait results) older than this many days are deleted by housekeeping.
+   * Cursors and waits do not depend on old events, so this bounds the table without changing what
+   * clients see.
+   */
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(3650)
+  ALCARTA_EVENT_RETENTION_DAYS: number = 30;
 
   /** Longest task lifetime (`ttl`) a client may ask for; longer requests are cut to this. */
   @Type(() => Number)

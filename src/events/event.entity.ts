@@ -9,6 +9,8 @@ export type EventType = 'message_received' | 'message_sent' | 'request_state_cha
 /** Partial indexes (WHERE … IS NOT NULL), owned by the migration. */
 @Index('events_request', { synchronize: false })
 @Index('events_message', { synchronize: false })
+/** For retention: housekeeping deletes the oldest events first. */
+@Index('events_created_at', ['createdAt'])
 export class EventEntity {
   @PrimaryGeneratedColumn('identity', { type: 'bigint', generatedIdentity: 'ALWAYS' })
   id: string;

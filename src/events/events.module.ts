@@ -3,10 +3,12 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { EventEntity } from './event.entity';
 import { DoorbellListener } from './doorbell-listener';
 import { EventLog } from './event-log';
+import { EventRepository } from './event.repository';
+import { EventRetentionHousekeeping } from './event-retention.housekeeping';
 
 @Module({
   imports: [TypeOrmModule.forFeature([EventEntity])],
-  providers: [EventLog, DoorbellListener],
-  exports: [EventLog, DoorbellListener],
+  providers: [EventLog, DoorbellListener, EventRepository, EventRetentionHousekeeping],
+  exports: [EventLog, DoorbellListener, EventRetentionHousekeeping],
 })
 export class EventsModule {}

@@ -8,6 +8,7 @@ import { DeliveryEventPayload, RequestEventPayload } from '../events/event-log';
 import { deliveryView } from '../outbox/delivery.views';
 import { DeliveryStatus } from '../outbox/outbound-delivery.entity';
 import { MessageAuthentication } from '../mail/message-authentication';
+import { latestDeliveryEvent, latestRequestEvent } from './pruned-events';
 import { MessageRow, RequestRow } from './waiters';
 
 export interface MailboxHead {
@@ -79,7 +80,8 @@ export class WaitRepository {
 
   /**
    * Current state and latest transition of each listed request the access allows, with the
-   * delivery of its approved email (if any) and that delivery's latest status change.
+   * delivery of its approved email (if any) and that delivery's latest status change. An event
+   * past the retention may be gone: the request and delivery rows stand in for it (pruned-events).
    */
   async requests(ids: readonly string[], access: MailboxAccess): Promise<RequestRow[]> {
     if (ids.length === 0) return [];
@@ -87,22 +89,29 @@ export class WaitRepository {
       Array<{
         id: string;
         state: RequestState;
-        payload: RequestEventPayload;
+        created_at: Date;
+        decided_at: Date | null;
+        payload: RequestEventPayload | null;
+        delivery_mailbox_id: string | null;
+        delivery_message_id: string | null;
         delivery_status: DeliveryStatus | null;
         attempts: number | null;
         last_attempt_at: Date | null;
         next_attempt_at: Date | null;
         response: string | null;
         error: string | null;
+        delivery_updated_at: Date | null;
         delivery_payload: DeliveryEventPayload | null;
       }>
     >(
-      `SELECT r.id, r.state, e.payload, d.status AS delivery_status, d.attempts, d.last_attempt_at,
-              d.next_attempt_at, d.response, d.error, de.payload AS delivery_payload
+      `SELECT r.id, r.state, r.created_at, r.decided_at, e.payload,
+              d.mailbox_id AS delivery_mailbox_id, d.message_id AS delivery_message_id,
+              d.status AS delivery_status, d.attempts, d.last_attempt_at, d.next_attempt_at, d.response, d.error,
+              d.updated_at AS delivery_updated_at, de.payload AS delivery_payload
          FROM approval_requests r
-         JOIN LATERAL (SELECT payload FROM events
-                        WHERE request_id = r.id AND type = 'request_state_changed'
-                        ORDER BY id DESC LIMIT 1) e ON true
+         LEFT JOIN LATERAL (SELECT payload FROM events
+                             WHERE request_id = r.id AND type = 'request_state_changed'
+                             ORDER BY id DESC LIMIT 1) e ON true
          LEFT JOIN outbound_deliveries d ON d.message_id = r.sent_message_id
          LEFT JOIN LATERAL (SELECT payload FROM events
                              WHERE d.message_id IS NOT NULL AND request_id = r.id
@@ -114,7 +123,12 @@ export class WaitRepository {
     return rows.map((r) => ({
       id: r.id,
       state: r.state,
-      latest: r.payload,
+      latest: latestRequestEvent(r.payload, {
+        id: r.id,
+        state: r.state,
+        createdAt: r.created_at,
+        decidedAt: r.decided_at,
+      }),
       delivery:
         r.delivery_status === null
           ? undefined
@@ -126,7 +140,16 @@ export class WaitRepository {
               response: r.response,
               error: r.error,
             }),
-      latestDelivery: r.delivery_payload ?? undefined,
+      latestDelivery:
+        r.delivery_status === null
+          ? undefined
+          : latestDeliveryEvent(r.delivery_payload, {
+              mailboxId: r.delivery_mailbox_id!,
+              messageId: r.delivery_message_id!,
+              requestId: r.id,
+              status: r.delivery_status,
+              updatedAt: r.delivery_updated_at!,
+            }),
     }));
   }
 

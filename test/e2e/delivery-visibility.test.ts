@@ -96,7 +96,13 @@ describe('delivery visibility (no relay)', () => {
     before(async () => {
       server = await startTestServer({
         ownPublicUrl: true,
-        env: { ALCARTA_WAIT_RECHECK_SECONDS: '30', ALCARTA_SMTP_PORT: 'off', ALCARTA_SMTP_RELAY_URL: '' },
+        env: {
+          ALCARTA_WAIT_RECHECK_SECONDS: '30',
+          ALCARTA_SMTP_PORT: 'off',
+          ALCARTA_SMTP_RELAY_URL: '',
+          // Housekeeping every second, for the event retention test.
+          ALCARTA_HOUSEKEEPING_SECONDS: '1',
+        },
       });
       mailbox = await createMailbox(server.admin);
       const token = await createToken(server.admin, {
@@ -191,6 +197,38 @@ describe('delivery visibility (no relay)', () => {
       await parked();
       await decide(id, 'approve');
       await assertDeliveryMatch(await pending, id);
+    });
+
+    it('after the events of a request are pruned (SPEC 13), request waits show the same latest events', async () => {
+      const id = await sendEmail('Decided long ago');
+      await decide(id, 'approve');
+      const latest = async (type: string) =>
+        (
+          await server.db.query<{ payload: object }>(
+            `SELECT payload FROM events WHERE request_id = $1 AND type = $2 ORDER BY id DESC LIMIT 1`,
+            [id, type],
+          )
+        )[0].payload;
+      const [transition, delivery] = [await latest('request_state_changed'), await latest('message_delivery_changed')];
+      // Past the 30-day retention: housekeeping deletes them.
+      await server.db.query(`UPDATE events SET created_at = now() - interval '40 days' WHERE request_id = $1`, [id]);
+      await waitFor('the events of the request to be deleted', async () => {
+        const [{ n }] = await server.db.query<{ n: string }>(`SELECT count(*) AS n FROM events WHERE request_id = $1`, [
+          id,
+        ]);
+        return n === '0';
+      });
+
+      const byDelivery = await callOk(agent, 'monitor_approval', {
+        request_id: id,
+        delivery_states: ['not_configured'],
+        timeout_seconds: 0,
+      });
+      await assertDeliveryMatch(byDelivery, id);
+      assert.deepEqual(byDelivery.events, [delivery]);
+      const byState = await callOk(agent, 'monitor_approval', { request_id: id, timeout_seconds: 0 });
+      assert.equal(byState.matched, true);
+      assert.deepEqual(byState.events, [transition]);
     });
 
     it('a blocked email_await with delivery_states wakes on the approval with the delivery event', async () => {

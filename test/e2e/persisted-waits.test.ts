@@ -21,7 +21,8 @@ describe('persisted waits and the wait_id fallback', () => {
   let mailboxId: string;
 
   before(async () => {
-    server = await startTestServer({ ownPublicUrl: true });
+    // Housekeeping every second, for the event retention tests below.
+    server = await startTestServer({ ownPublicUrl: true, env: { ALCARTA_HOUSEKEEPING_SECONDS: '1' } });
     mailboxId = await createMailbox(server.admin);
     const token = await createToken(server.admin, { scopes: ['mail:read', 'approvals:read'], mailboxes: [mailboxId] });
     agent = await connectMcp(server.url, token.secret);
@@ -187,6 +188,146 @@ describe('persisted waits and the wait_id fallback', () => {
     }
     // The owner still sees it.
     assert.equal((await poll(d.wait_id, 0)).wait_status, 'pending');
+  });
+
+  /**
+   * SPEC 13 event retention: housekeeping deletes events older than ALCARTA_EVENT_RETENTION_DAYS
+   * (30 by default; the events of this mailbox are back-dated 40 days), and nothing a client holds
+   * notices: cursors from before resume exactly, a blocking wait with such a cursor and a websocket
+   * wait parked across the pruning wake on new mail, request waits still see requests whose events
+   * are gone (with the same latest event), and a websocket request wait parked across it still wakes.
+   */
+  describe('event retention', () => {
+    let reader: Client;
+    let retained: string;
+    const messageIds = (page: { messages: Array<{ message_id: string }> }) => page.messages.map((m) => m.message_id);
+    const eventCount = async (where: string, params: unknown[]) =>
+      Number((await server.db.query<{ n: string }>(`SELECT count(*) AS n FROM events WHERE ${where}`, params))[0].n);
+
+    before(async () => {
+      retained = await createMailbox(server.admin);
+      const token = await createToken(server.admin, { scopes: ['mail:read', 'approvals:read'], mailboxes: [retained] });
+      reader = await connectMcp(server.url, token.secret);
+    });
+
+    after(async () => {
+      await reader?.close();
+    });
+
+    it('old events are pruned in the background; cursors, message waits and request waits are unaffected', async () => {
+      const [m1, m2, m3] = [
+        await ingest(server.admin, retained, { subject: 'one' }),
+        await ingest(server.admin, retained, { subject: 'two' }),
+        await ingest(server.admin, retained, { subject: 'three' }),
+      ];
+      const afterFirst = await callOk(reader, 'list_messages', { mailbox_id: retained, limit: 1 });
+      assert.deepEqual(messageIds(afterFirst), [m1]);
+      const atEnd = (
+        await callOk(reader, 'list_messages', { mailbox_id: retained, since_cursor: afterFirst.next_cursor })
+      ).next_cursor as string;
+      const approvedId = (await callOk(reader, 'request_approval', { mailbox_id: retained, title: 'Decided long ago' }))
+        .request_id as string;
+      assert.equal((await server.admin.post(`/v1/requests/${approvedId}/approve`, {})).status, 200);
+      const pendingId = (await callOk(reader, 'request_approval', { mailbox_id: retained, title: 'Still open' }))
+        .request_id as string;
+      const [approvedEvent] = await server.db.query<{ payload: object }>(
+        `SELECT payload FROM events WHERE request_id = $1 ORDER BY id DESC LIMIT 1`,
+        [approvedId],
+      );
+
+      // Parked across the pruning: a websocket message wait (its stored cursor is the end, after m3)
+      // and a websocket wait on the pending request.
+      const socketsBefore = await activeWaits(server.url, undefined, 'websocket');
+      const messageSocketWait = await callOk(reader, 'email_await', {
+        event: { type: 'message_received', mailbox_id: retained },
+        timeout_seconds: 120,
+        delivery: 'websocket',
+      });
+      const messageSocket = await openOk(messageSocketWait.websocket_url);
+      const requestSocketWait = await callOk(reader, 'monitor_approval', {
+        request_id: pendingId,
+        timeout_seconds: 3600,
+        delivery: 'websocket',
+      });
+      const requestSocket = await openOk(requestSocketWait.websocket_url);
+      await waitFor(
+        'both sockets parked',
+        async () => (await activeWaits(server.url, undefined, 'websocket')) === socketsBefore + 2,
+        {
+          timeoutMs: 30_000,
+        },
+      );
+
+      // Every event of the mailbox but m3's is 40 days old; housekeeping deletes them.
+      const backDated = await server.db.query(
+        `UPDATE events SET created_at = now() - interval '40 days'
+          WHERE mailbox_id = $1 AND message_id IS DISTINCT FROM $2 RETURNING id`,
+        [retained, m3],
+      );
+      assert.ok(backDated.length >= 5, `back-dated ${backDated.length} events`);
+      await waitFor(
+        'the old events to be deleted',
+        async () => (await eventCount('mailbox_id = $1 AND message_id IS DISTINCT FROM $2', [retained, m3])) === 0,
+        {
+          timeoutMs: 30_000,
+        },
+      );
+      assert.equal(await eventCount('message_id = $1', [m3]), 1, 'the recent event stays');
+      assert.ok((await eventCount('mailbox_id = $1', [mailboxId])) > 0, "other mailboxes' recent events stay");
+
+      // Cursors from before resume exactly: nothing skipped, nothing repeated.
+      const resumed = await callOk(reader, 'list_messages', {
+        mailbox_id: retained,
+        since_cursor: afterFirst.next_cursor,
+      });
+      assert.deepEqual(messageIds(resumed), [m2, m3]);
+      assert.equal(resumed.next_cursor, atEnd);
+      const awaited = await callOk(reader, 'email_await', {
+        event: { type: 'message_received', mailbox_id: retained },
+        since_cursor: afterFirst.next_cursor,
+        timeout_seconds: 5,
+      });
+      assert.deepEqual(ids(awaited), [m2, m3]);
+      assert.deepEqual(messageIds(await callOk(reader, 'list_messages', { mailbox_id: retained })), [m1, m2, m3]);
+
+      // Request waits: the decided request still answers at once with the same latest event; the
+      // pending one is still watched (its only event is gone too).
+      const decided = await callOk(reader, 'monitor_approval', { request_id: approvedId, timeout_seconds: 5 });
+      assert.equal(decided.matched, true);
+      assert.deepEqual(decided.events, [approvedEvent.payload]);
+      assert.deepEqual(decided.requests, [{ request_id: approvedId, state: 'approved' }]);
+      const pendingPoll = await poll(requestSocketWait.wait_id, 0, reader);
+      assert.equal(pendingPoll.wait_status, 'pending');
+      assert.deepEqual(pendingPoll.requests, [{ request_id: pendingId, state: 'pending' }]);
+
+      // A blocking wait with a cursor from before the pruning, and the parked socket, wake on new mail.
+      const pollsBefore = await activeWaits(server.url, 'message', 'poll');
+      const requestPollsBefore = await activeWaits(server.url, 'request', 'poll');
+      const blocking = callOk(reader, 'email_await', {
+        event: { type: 'message_received', mailbox_id: retained },
+        since_cursor: atEnd,
+        timeout_seconds: 50,
+      });
+      const blockingRequest = callOk(reader, 'monitor_approval', { request_id: pendingId, timeout_seconds: 50 });
+      await waitFor(
+        'the blocking waits parked',
+        async () =>
+          (await activeWaits(server.url, 'message', 'poll')) === pollsBefore + 1 &&
+          (await activeWaits(server.url, 'request', 'poll')) === requestPollsBefore + 1,
+        { timeoutMs: 30_000 },
+      );
+      const m4 = await ingest(server.admin, retained, { subject: 'four' });
+      assert.deepEqual(ids(await blocking), [m4]);
+      assert.deepEqual(ids(await socketResult(messageSocket)), [m4]);
+
+      assert.equal((await server.admin.post(`/v1/requests/${pendingId}/approve`, {})).status, 200);
+      for (const result of [await blockingRequest, await socketResult(requestSocket)]) {
+        assert.equal(result.matched, true);
+        assert.deepEqual(result.requests, [{ request_id: pendingId, state: 'approved' }]);
+        assert.equal(result.events[0].state, 'approved');
+        assert.equal(result.events[0].previous_state, 'pending');
+      }
+    });
   });
 });
 
