@@ -5,8 +5,9 @@ import { AlcartaError } from '../common/errors';
 import { AppConfig } from '../config/app-config';
 import { DrainState } from '../lifecycle/drain-state';
 import { WaitEngine } from '../waits/wait-engine';
-import { WAIT_SOCKET_PATH, WaitService } from '../waits/wait.service';
+import { WaitService } from '../waits/wait.service';
 import { TicketedRequest } from './wait-socket.adapter';
+import { WAIT_SOCKET_PATH } from './wait-socket-url';
 
 /** Close codes of RFC 6455: done, "policy violation" (the token lost its access), "service restart". */
 const NORMAL_CLOSURE = 1000;

@@ -4,7 +4,6 @@ import { EventsModule } from '../events/events.module';
 import { MailModule } from '../mail/mail.module';
 import { PersistedWaitRepository } from './persisted-wait.repository';
 import { PersistedWaitSweeper } from './persisted-wait.sweeper';
-import { TicketService } from './ticket.service';
 import { WaitEngine } from './wait-engine';
 import { WaitRepository } from './wait.repository';
 import { WaitService } from './wait.service';
@@ -12,15 +11,7 @@ import { WaiterRegistry } from './waiter-registry';
 
 @Module({
   imports: [EventsModule, MailModule, AuthModule],
-  providers: [
-    WaiterRegistry,
-    WaitRepository,
-    PersistedWaitRepository,
-    TicketService,
-    WaitEngine,
-    WaitService,
-    PersistedWaitSweeper,
-  ],
-  exports: [WaitService, WaitEngine, WaiterRegistry, TicketService, PersistedWaitRepository, PersistedWaitSweeper],
+  providers: [WaiterRegistry, WaitRepository, PersistedWaitRepository, WaitEngine, WaitService, PersistedWaitSweeper],
+  exports: [WaitService, WaitEngine, WaiterRegistry, PersistedWaitRepository, PersistedWaitSweeper],
 })
 export class WaitsModule {}
