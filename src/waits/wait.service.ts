@@ -12,7 +12,7 @@ import { DeliveryStatus } from '../outbox/outbound-delivery.entity';
 import { newId } from '../common/ids';
 import { PersistedWaitEntity } from './persisted-wait.entity';
 import { PersistedWaitRepository } from './persisted-wait.repository';
-import { WaitEngine } from './wait-engine';
+import { ResultWaitOptions, WaitEngine } from './wait-engine';
 import { WaitRepository } from './wait.repository';
 import { watchedRequest } from './waiters';
 import {
@@ -179,19 +179,29 @@ export class WaitService {
       if (isAccessEnded(wait.result!)) throw accessEndedError(wait.result.reason);
       return wait.result!;
     }
+    return this.awaitResult(wait, { credential: caller, delivery: 'poll', timeoutMs, signal });
+  }
+
+  /**
+   * Waits for the fixed result of a persisted wait: for a `wait_id` poll, a websocket, or
+   * `tasks/result`. When this wait for it ends first (its timeout, the caller going away, a
+   * shutdown), the answer is the wait as it stands, pending, with `timed_out` or `shutdown` set:
+   * the persisted wait itself goes on. Throws `unauthorized` when its token loses its access.
+   */
+  async awaitResult(
+    wait: PersistedWaitEntity,
+    options: Omit<ResultWaitOptions, 'timedOut' | 'shutdown'>,
+  ): Promise<WaitResult> {
     const pending = await this.pendingResult(wait);
     return this.engine.awaitResult(wait, {
-      credential: caller,
-      delivery: 'poll',
-      timeoutMs,
-      signal,
+      ...options,
       timedOut: () => ({ ...pending, timed_out: true }),
       shutdown: () => ({ ...pending, shutdown: true }),
     });
   }
 
   /** What a client learns from a persisted wait that has no result yet. */
-  async pendingResult(wait: PersistedWaitEntity): Promise<WaitResult & { wait_status: 'pending' }> {
+  private async pendingResult(wait: PersistedWaitEntity): Promise<WaitResult & { wait_status: 'pending' }> {
     const base = { matched: false, timed_out: false, shutdown: false, events: [], wait_status: 'pending' as const };
     if (wait.spec.kind === 'message') return { ...base, next_cursor: wait.spec.cursor };
     const rows = await this.waits.requests(wait.spec.request_ids, { all: true });
