@@ -8,10 +8,19 @@ import { WaitEngine } from './wait-engine';
 import { WaitRepository } from './wait.repository';
 import { WaitService } from './wait.service';
 import { WaiterRegistry } from './waiter-registry';
+import { WaitMetrics } from './waits.metrics';
 
 @Module({
   imports: [EventsModule, MailModule, AuthModule],
-  providers: [WaiterRegistry, WaitRepository, PersistedWaitRepository, WaitEngine, WaitService, PersistedWaitSweeper],
+  providers: [
+    WaiterRegistry,
+    WaitRepository,
+    PersistedWaitRepository,
+    WaitEngine,
+    WaitService,
+    PersistedWaitSweeper,
+    WaitMetrics,
+  ],
   exports: [WaitService, WaitEngine, WaiterRegistry, PersistedWaitRepository, PersistedWaitSweeper],
 })
 export class WaitsModule {}
