@@ -1,12 +1,18 @@
 import { Module } from '@nestjs/common';
 import { WaitsModule } from '../waits/waits.module';
+import { TicketService } from './ticket.service';
+import { WaitDeliveryService } from './wait-delivery.service';
 import { WaitSocketController } from './wait-socket.controller';
 import { WaitSocketGateway } from './wait-socket.gateway';
 
-/** Websocket delivery of persisted waits (SPEC §4 "Websocket delivery"). */
+/**
+ * How a wait's result reaches its client (SPEC §4): the blocking call, or a stored wait with its
+ * single-use websocket URL (tickets, the socket path, the gateway that delivers the result).
+ */
 @Module({
   imports: [WaitsModule],
   controllers: [WaitSocketController],
-  providers: [WaitSocketGateway],
+  providers: [TicketService, WaitDeliveryService, WaitSocketGateway],
+  exports: [WaitDeliveryService, TicketService],
 })
 export class DeliveryModule {}

@@ -6,7 +6,7 @@ import { WebSocketServer } from 'ws';
 import { AppConfig } from '../config/app-config';
 import { DrainState } from '../lifecycle/drain-state';
 import { ConsumedTicket } from '../waits/persisted-wait.repository';
-import { TicketService } from '../waits/ticket.service';
+import { TicketService } from './ticket.service';
 
 /** The upgrade request after its ticket was consumed: the wait the socket delivers, and for whom. */
 export interface TicketedRequest extends IncomingMessage {

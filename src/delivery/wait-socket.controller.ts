@@ -1,6 +1,6 @@
 import { Controller, Get, HttpCode } from '@nestjs/common';
 import { Public } from '../auth/auth.decorators';
-import { WAIT_SOCKET_PATH } from '../waits/wait.service';
+import { WAIT_SOCKET_PATH } from './wait-socket-url';
 
 /**
  * A plain HTTP request to the websocket URL: a proxy hop dropped `Upgrade`/`Connection`. Say so

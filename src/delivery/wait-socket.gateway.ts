@@ -4,9 +4,9 @@ import { WebSocket } from 'ws';
 import { AlcartaError } from '../common/errors';
 import { AppConfig } from '../config/app-config';
 import { DrainState } from '../lifecycle/drain-state';
-import { WaitEngine } from '../waits/wait-engine';
-import { WAIT_SOCKET_PATH, WaitService } from '../waits/wait.service';
+import { WaitService } from '../waits/wait.service';
 import { TicketedRequest } from './wait-socket.adapter';
+import { WAIT_SOCKET_PATH } from './wait-socket-url';
 
 /** Close codes of RFC 6455: done, "policy violation" (the token lost its access), "service restart". */
 const NORMAL_CLOSURE = 1000;
@@ -33,7 +33,6 @@ export class WaitSocketGateway implements OnGatewayConnection<WebSocket> {
   private readonly open = new Set<WebSocket>();
 
   constructor(
-    private readonly engine: WaitEngine,
     private readonly waits: WaitService,
     private readonly config: AppConfig,
     drain: DrainState,
@@ -53,14 +52,11 @@ export class WaitSocketGateway implements OnGatewayConnection<WebSocket> {
     });
     socket.send(JSON.stringify({ type: 'ready', wait_id: wait.id }));
     try {
-      const pending = await this.waits.pendingResult(wait);
-      const result = await this.engine.awaitResult(wait, {
+      const result = await this.waits.awaitResult(wait, {
         credential,
         delivery: 'websocket',
         timeoutMs: Math.max(0, wait.expiresAt.getTime() - Date.now()) + RESULT_GRACE_MS,
         signal: abort.signal,
-        timedOut: () => ({ ...pending, timed_out: true }),
-        shutdown: () => ({ ...pending, shutdown: true }),
       });
       if (socket.readyState !== WebSocket.OPEN) return;
       socket.send(JSON.stringify({ type: 'result', ...result }));

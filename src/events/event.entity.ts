@@ -1,10 +1,12 @@
 import { Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryGeneratedColumn } from 'typeorm';
-import { ApprovalRequestEntity } from '../approvals/approval-request.entity';
-import { MailboxEntity } from '../mail/mailbox.entity';
-import { MessageEntity } from '../mail/message.entity';
 
 export type EventType = 'message_received' | 'message_sent' | 'request_state_changed' | 'message_delivery_changed';
 
+/**
+ * The event log. Its foreign keys name the tables they point at (mailboxes, messages,
+ * approval_requests) rather than their entity classes, so the events module depends on no feature
+ * module; the relations only declare the constraints and are never loaded.
+ */
 @Entity({ name: 'events' })
 /** Partial indexes (WHERE … IS NOT NULL), owned by the migration. */
 @Index('events_request', { synchronize: false })
@@ -21,23 +23,23 @@ export class EventEntity {
   @Column({ name: 'mailbox_id', type: 'text' })
   mailboxId: string;
 
-  @ManyToOne(() => MailboxEntity)
+  @ManyToOne('mailboxes')
   @JoinColumn({ name: 'mailbox_id', foreignKeyConstraintName: 'events_mailbox_id_fkey' })
-  mailbox?: MailboxEntity;
+  mailbox?: unknown;
 
   @Column({ name: 'message_id', type: 'text', nullable: true })
   messageId: string | null;
 
-  @ManyToOne(() => MessageEntity)
+  @ManyToOne('messages')
   @JoinColumn({ name: 'message_id', foreignKeyConstraintName: 'events_message_id_fkey' })
-  message?: MessageEntity;
+  message?: unknown;
 
   @Column({ name: 'request_id', type: 'text', nullable: true })
   requestId: string | null;
 
-  @ManyToOne(() => ApprovalRequestEntity)
+  @ManyToOne('approval_requests')
   @JoinColumn({ name: 'request_id', foreignKeyConstraintName: 'events_request_id_fkey' })
-  request?: ApprovalRequestEntity;
+  request?: unknown;
 
   /** The event exactly as wait results show it (SPEC §1). */
   @Column({ type: 'jsonb' })

@@ -1,6 +1,8 @@
+import { ErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import express, { NextFunction, Request, RequestHandler, Response } from 'express';
 import { findJsonProblem, invalidCharacters, MAX_JSON_DEPTH } from '../common/text-safety';
 import { AppConfig } from '../config/app-config';
+import { jsonRpcError } from '../mcp/json-rpc';
 
 const INGEST_PATH = /^\/v1\/mailboxes\/[^/]+\/messages\/?$/;
 
@@ -47,9 +49,7 @@ function inspect(req: Request, res: Response, next: NextFunction): void {
   if (problem?.kind === 'too_deep') {
     const message = `The request body nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels.`;
     if (mcp) {
-      res
-        .status(400)
-        .json({ jsonrpc: '2.0', id: null, error: { code: -32600, message: `Invalid Request: ${message}` } });
+      res.status(400).json(jsonRpcError(null, ErrorCode.InvalidRequest, `Invalid Request: ${message}`));
       return;
     }
     res.status(400).json({ error: 'invalid_request', reason: 'too_deeply_nested', message });
@@ -78,10 +78,10 @@ function reject(req: Request, res: Response, err: BodyParserError): void {
       ? 'The request body is not valid JSON.'
       : 'The request body could not be read.';
   if (req.path === '/mcp') {
-    const code = malformed ? -32700 : -32600;
-    res
-      .status(status)
-      .json({ jsonrpc: '2.0', id: null, error: { code, message: malformed ? 'Parse error' : message } });
+    const error = malformed
+      ? jsonRpcError(null, ErrorCode.ParseError, 'Parse error')
+      : jsonRpcError(null, ErrorCode.InvalidRequest, message);
+    res.status(status).json(error);
     return;
   }
   const reason = tooLarge ? 'body_too_large' : malformed ? 'malformed_json' : 'unreadable_body';

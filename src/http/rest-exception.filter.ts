@@ -1,9 +1,11 @@
+import { ErrorCode as JsonRpcErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
 import { Request, Response } from 'express';
 import { AlcartaError, ErrorCode } from '../common/errors';
 import { insufficientScopeChallenge, unauthorizedChallenge } from '../auth/protected-resource-metadata';
 import { AppConfig } from '../config/app-config';
 import { databaseFailureError } from '../database/database-errors';
+import { jsonRpcError, SERVER_ERROR } from '../mcp/json-rpc';
 
 const STATUS: Record<ErrorCode, HttpStatus> = {
   invalid_request: HttpStatus.BAD_REQUEST,
@@ -19,7 +21,11 @@ const STATUS: Record<ErrorCode, HttpStatus> = {
 export const RETRY_AFTER_SECONDS = 5;
 
 /** JSON-RPC error codes for HTTP-level refusals of /mcp: the body stays JSON-RPC (SPEC 8a). */
-const JSONRPC_CODE: Partial<Record<number, number>> = { 400: -32602, 429: -32000, 503: -32000 };
+const JSONRPC_CODE: Partial<Record<number, number>> = {
+  400: JsonRpcErrorCode.InvalidParams,
+  429: SERVER_ERROR,
+  503: SERVER_ERROR,
+};
 
 /**
  * Every HTTP error leaves as `{"error", "reason", "message"}` JSON. Unexpected failures are logged
@@ -55,11 +61,8 @@ export class RestExceptionFilter implements ExceptionFilter {
         status === HttpStatus.TOO_MANY_REQUESTS ||
         status === HttpStatus.INTERNAL_SERVER_ERROR)
     ) {
-      res.status(status).json({
-        jsonrpc: '2.0',
-        id: null,
-        error: { code: JSONRPC_CODE[status] ?? -32603, message: String(body.message ?? body.error), data: body },
-      });
+      const code = JSONRPC_CODE[status] ?? JsonRpcErrorCode.InternalError;
+      res.status(status).json(jsonRpcError(null, code, String(body.message ?? body.error), body));
       return;
     }
     res.status(status).json(body);

@@ -5,7 +5,9 @@ import { Request, Response } from 'express';
 import { Caller } from '../auth/caller';
 import { AppConfig } from '../config/app-config';
 import { CallCancellations } from './call-cancellations';
-import { ProtocolRevision } from './protocol-revision';
+import { jsonRpcError } from './json-rpc';
+import { progressNotifier } from './progress';
+import { ProtocolRevision, TASKS_REVISION } from './protocol-revision';
 import { ToolCatalog } from './tool-catalog';
 
 /** The headers the SDK's Streamable HTTP transport sends with an SSE response. */
@@ -45,7 +47,7 @@ export class BlockingCallResponder {
     const call = CallToolRequestSchema.safeParse(req.body);
     if (!call.success || !this.catalog.isBlocking(call.data.params.name, caller)) return undefined;
     // Task-augmented calls return at once (CreateTaskResult); at older revisions `task` is ignored.
-    if (call.data.params.task !== undefined && revision === '2025-11-25') return undefined;
+    if (call.data.params.task !== undefined && revision === TASKS_REVISION) return undefined;
     return { ...call.data, id: message.data.id };
   }
 
@@ -71,28 +73,20 @@ export class BlockingCallResponder {
       if (!res.writableEnded) res.write(': keepalive\n\n');
     }, this.config.keepaliveMs);
 
-    const progressToken = call.params._meta?.progressToken;
     try {
       const result = await this.catalog.call(call.params.name, call.params.arguments, {
         caller,
         revision,
         signal: abort.signal,
-        progress:
-          progressToken === undefined
-            ? undefined
-            : (progress, message) => {
-                send({
-                  jsonrpc: '2.0',
-                  method: 'notifications/progress',
-                  params: { progressToken, progress, message },
-                });
-                return Promise.resolve();
-              },
+        progress: progressNotifier(call.params._meta?.progressToken, (notification) => {
+          send({ jsonrpc: '2.0', ...notification });
+          return Promise.resolve();
+        }),
       });
       send({ jsonrpc: '2.0', id: call.id, result });
     } catch (err) {
       const error = err instanceof McpError ? err : new McpError(ErrorCode.InternalError, 'Internal error');
-      send({ jsonrpc: '2.0', id: call.id, error: { code: error.code, message: error.message, data: error.data } });
+      send(jsonRpcError(call.id, error.code, error.message, error.data));
     } finally {
       untrack();
       clearInterval(keepalive);

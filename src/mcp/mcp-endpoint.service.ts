@@ -12,9 +12,9 @@ import { AppConfig } from '../config/app-config';
 import { BlockingCallResponder } from './blocking-call.responder';
 import { CallCancellations } from './call-cancellations';
 import { McpServerFactory } from './mcp-server.factory';
-import { ProtocolRevision, revisionOf, SUPPORTED_REVISIONS } from './protocol-revision';
+import { jsonRpcError, SERVER_ERROR } from './json-rpc';
+import { ProtocolRevision, revisionOf, SUPPORTED_REVISIONS, TASKS_REVISION } from './protocol-revision';
 import { invalidParams } from './request-params';
-import { TASKS_REVISION } from './tool-catalog';
 
 /**
  * Serves one POST /mcp over Streamable HTTP in stateless mode: a fresh server and transport per
@@ -32,14 +32,15 @@ export class McpEndpoint {
   async handle(caller: Caller, req: Request, res: Response): Promise<void> {
     const revision = revisionOf(req.body, req.headers['mcp-protocol-version']);
     if (!revision) {
-      res.status(400).json({
-        jsonrpc: '2.0',
-        id: null,
-        error: {
-          code: -32000,
-          message: `Bad Request: Unsupported protocol version (supported versions: ${SUPPORTED_REVISIONS.join(', ')})`,
-        },
-      });
+      res
+        .status(400)
+        .json(
+          jsonRpcError(
+            null,
+            SERVER_ERROR,
+            `Bad Request: Unsupported protocol version (supported versions: ${SUPPORTED_REVISIONS.join(', ')})`,
+          ),
+        );
       return;
     }
     dropTaskBeforeTasksRevision(req.body, revision);
@@ -89,9 +90,7 @@ function answerInvalidParams(transport: StreamableHTTPServerTransport, revision:
   transport.onmessage = (message, extra) => {
     const problem = isJSONRPCRequest(message) ? invalidParams(message, revision) : undefined;
     if (problem === undefined || !isJSONRPCRequest(message)) return deliver?.(message, extra);
-    void transport
-      .send({ jsonrpc: '2.0', id: message.id, error: { code: ErrorCode.InvalidParams, message: problem } })
-      .catch(() => undefined);
+    void transport.send(jsonRpcError(message.id, ErrorCode.InvalidParams, problem)).catch(() => undefined);
   };
 }
 

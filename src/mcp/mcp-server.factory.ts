@@ -8,9 +8,10 @@ import {
   ServerCapabilities,
 } from '@modelcontextprotocol/sdk/types.js';
 import { Caller } from '../auth/caller';
-import { ProtocolRevision } from './protocol-revision';
+import { progressNotifier } from './progress';
+import { ProtocolRevision, TASKS_REVISION } from './protocol-revision';
 import { TaskRequestHandlers } from './task-request.handlers';
-import { TASKS_REVISION, ToolCatalog } from './tool-catalog';
+import { ToolCatalog } from './tool-catalog';
 
 const CAPABILITIES: ServerCapabilities = { tools: { listChanged: false } };
 
@@ -62,19 +63,13 @@ export class McpServerFactory {
     }));
     server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: this.catalog.list(caller, revision) }));
     server.setRequestHandler(CallToolRequestSchema, (request, extra) => {
-      const progressToken = request.params._meta?.progressToken;
       const ctx = {
         caller,
         revision,
         signal: extra.signal,
-        progress:
-          progressToken === undefined
-            ? undefined
-            : (progress: number, message: string) =>
-                extra.sendNotification({
-                  method: 'notifications/progress',
-                  params: { progressToken, progress, message },
-                }),
+        progress: progressNotifier(request.params._meta?.progressToken, (notification) =>
+          extra.sendNotification(notification),
+        ),
       };
       // `params.task` only reaches here at 2025-11-25: the endpoint drops it at older revisions.
       if (request.params.task)

@@ -2,13 +2,10 @@ import { Controller, Delete, Get, Header, HttpCode, Post, Req, Res } from '@nest
 import { Request, Response } from 'express';
 import { CurrentCaller, Public } from '../auth/auth.decorators';
 import { Caller } from '../auth/caller';
+import { jsonRpcError, SERVER_ERROR } from './json-rpc';
 import { McpEndpoint } from './mcp-endpoint.service';
 
-const METHOD_NOT_ALLOWED = {
-  jsonrpc: '2.0',
-  id: null,
-  error: { code: -32000, message: 'Method not allowed: this server is stateless; use POST.' },
-};
+const METHOD_NOT_ALLOWED = jsonRpcError(null, SERVER_ERROR, 'Method not allowed: this server is stateless; use POST.');
 
 @Controller('mcp')
 export class McpController {

@@ -14,11 +14,11 @@ import { TOOL_PROVIDERS, ToolProvider } from './tool-definition';
 import { ApprovalTools } from './tools/approval.tools';
 import { MailTools } from './tools/mail.tools';
 import { WaitTools } from './tools/wait.tools';
-import { WaitsModule } from '../waits/waits.module';
+import { DeliveryModule } from '../delivery/delivery.module';
 
 /** The MCP endpoint. Its browser access (CORS, origin check) is `mcpBrowserAccess`, set up before body parsing. */
 @Module({
-  imports: [MailModule, ApprovalsModule, WaitsModule, TasksModule, EventsModule],
+  imports: [MailModule, ApprovalsModule, DeliveryModule, TasksModule, EventsModule],
   controllers: [McpController],
   providers: [
     MailTools,

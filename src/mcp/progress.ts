@@ -1,4 +1,24 @@
+import type { ProgressToken } from '@modelcontextprotocol/sdk/types.js';
 import { ToolContext } from './tool-definition';
+
+/** A `notifications/progress` message, without the JSON-RPC envelope. */
+export interface ProgressNotification {
+  method: 'notifications/progress';
+  params: { progressToken: ProgressToken; progress: number; message: string };
+}
+
+/**
+ * What sends progress of a request that carried `progressToken` (in `params._meta`), through
+ * `send`; undefined when it carried none (the client asked for no progress).
+ */
+export function progressNotifier(
+  progressToken: ProgressToken | undefined,
+  send: (notification: ProgressNotification) => Promise<void>,
+): ToolContext['progress'] {
+  if (progressToken === undefined) return undefined;
+  return (progress, message) =>
+    send({ method: 'notifications/progress', params: { progressToken, progress, message } });
+}
 
 /**
  * While `work` runs, sends a progress notification every `intervalMs` when the client asked for

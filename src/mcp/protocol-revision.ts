@@ -3,6 +3,8 @@ export const SUPPORTED_REVISIONS = ['2025-11-25', '2025-06-18', '2025-03-26'] as
 export type ProtocolRevision = (typeof SUPPORTED_REVISIONS)[number];
 
 export const LATEST_REVISION: ProtocolRevision = '2025-11-25';
+/** The first revision with MCP Tasks: before it, tools/call ignores `task` and tasks/* do not exist (SPEC §5). */
+export const TASKS_REVISION: ProtocolRevision = '2025-11-25';
 /** What a request without an MCP-Protocol-Version header is taken to speak (MCP transport spec). */
 export const DEFAULT_REVISION: ProtocolRevision = '2025-03-26';
 

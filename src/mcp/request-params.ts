@@ -9,8 +9,7 @@ import {
   PingRequestSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { JSONRPCRequest } from '@modelcontextprotocol/sdk/types.js';
-import { ProtocolRevision } from './protocol-revision';
-import { TASKS_REVISION } from './tool-catalog';
+import { ProtocolRevision, TASKS_REVISION } from './protocol-revision';
 
 interface Issue {
   path: PropertyKey[];

@@ -13,7 +13,7 @@ import { Caller } from '../auth/caller';
 import { AlcartaError } from '../common/errors';
 import { AppConfig } from '../config/app-config';
 import { TaskService } from '../tasks/task.service';
-import { withProgress } from './progress';
+import { progressNotifier, withProgress } from './progress';
 
 /**
  * `tasks/get`, `tasks/result`, `tasks/list` and `tasks/cancel` (MCP 2025-11-25) for one request's
@@ -41,17 +41,9 @@ export class TaskRequestHandlers {
     server.setRequestHandler(GetTaskPayloadRequestSchema, (request, extra) =>
       protocolErrors(async () => {
         const { taskId } = request.params;
-        const progressToken = request.params._meta?.progressToken;
-        const progress =
-          progressToken === undefined
-            ? undefined
-            : (value: number, message: string) =>
-                extra
-                  .sendNotification({
-                    method: 'notifications/progress',
-                    params: { progressToken, progress: value, message },
-                  })
-                  .then(() => undefined);
+        const progress = progressNotifier(request.params._meta?.progressToken, (notification) =>
+          extra.sendNotification(notification),
+        );
         const result = await withProgress(
           progress,
           this.config.keepaliveMs,

@@ -7,7 +7,7 @@ import { AlcartaError, invalidRequest } from '../common/errors';
 import { assertStorableJson } from '../common/text-safety';
 import { databaseFailureError } from '../database/database-errors';
 import { TaskService, TaskView } from '../tasks/task.service';
-import { ProtocolRevision } from './protocol-revision';
+import { ProtocolRevision, TASKS_REVISION } from './protocol-revision';
 import { TOOL_PROVIDERS, ToolContext, ToolDefinition, ToolProvider } from './tool-definition';
 
 interface CatalogEntry {
@@ -119,9 +119,6 @@ export class ToolCatalog {
     }
   }
 }
-
-/** The revision that has MCP Tasks. */
-export const TASKS_REVISION: ProtocolRevision = '2025-11-25';
 
 function parseArguments(tool: ToolDefinition, raw: unknown): Record<string, unknown> {
   assertStorableJson(raw, 'argument');

@@ -1,10 +1,9 @@
 import { Module } from '@nestjs/common';
-import { WaitsModule } from '../waits/waits.module';
 import { MetricsCollectors } from './metrics.collectors';
 import { MetricsController } from './metrics.controller';
 
+/** GET /metrics: renders the registry every module records into (see MetricsCoreModule). */
 @Module({
-  imports: [WaitsModule],
   controllers: [MetricsController],
   providers: [MetricsCollectors],
 })

@@ -3,7 +3,8 @@ import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client
 
 /**
  * This process's Prometheus registry and the metrics that code records as things happen. Gauges of
- * live state (parked waits, tasks by status) are read at scrape time instead (MetricsCollectors).
+ * live state are read at scrape time instead, registered by the module that owns the state
+ * (WaitMetrics, TaskMetrics, OutboxMetrics, ConsoleMetrics; MetricsCollectors for the database).
  * It depends on nothing, so any module can record into it.
  */
 @Injectable()

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { Gauge } from 'prom-client';
 import { Metrics } from '../metrics/metrics';
-import { withinTimeout } from '../metrics/metrics.collectors';
+import { withinTimeout } from '../metrics/scrape-timeout';
 import { DELIVERY_STATUSES, DeliveryStatus } from './outbound-delivery.entity';
 import { OutboundDeliveryRepository, PENDING_STATUSES } from './outbound-delivery.repository';
 

@@ -3,6 +3,7 @@ import { bigintAsNumber } from '../database/column-transformers';
 import { PersistedWaitEntity } from '../waits/persisted-wait.entity';
 
 export type TaskStatus = 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled';
+export const TASK_STATUSES: readonly TaskStatus[] = ['working', 'input_required', 'completed', 'failed', 'cancelled'];
 
 export const TERMINAL_TASK_STATUSES: readonly TaskStatus[] = ['completed', 'failed', 'cancelled'];
 

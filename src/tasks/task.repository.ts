@@ -5,7 +5,7 @@ import { QueryDeepPartialEntity } from 'typeorm/query-builder/QueryPartialEntity
 import { LAPSE_REASON_SQL, TOKEN_LAPSED_SQL } from '../auth/credential-revocation';
 import { PersistedWaitRepository } from '../waits/persisted-wait.repository';
 import { WaitResult } from '../waits/wait-spec';
-import { TaskEntity } from './task.entity';
+import { TaskEntity, TaskStatus } from './task.entity';
 
 export interface TaskPosition {
   createdAt: Date;
@@ -21,6 +21,18 @@ export class TaskRepository {
 
   async insert(task: TaskEntity, manager: EntityManager = this.dataSource.manager): Promise<void> {
     await manager.insert(TaskEntity, task as QueryDeepPartialEntity<TaskEntity>);
+  }
+
+  /** How many tasks (of every token) are in each status; a status without tasks is absent. */
+  async countsByStatus(): Promise<Map<TaskStatus, number>> {
+    const rows = await this.dataSource
+      .getRepository(TaskEntity)
+      .createQueryBuilder('t')
+      .select('t.status', 'status')
+      .addSelect('count(*)::int', 'count')
+      .groupBy('t.status')
+      .getRawMany<{ status: TaskStatus; count: number }>();
+    return new Map(rows.map((r) => [r.status, r.count]));
   }
 
   /** The task if it belongs to the token; tasks of other tokens do not exist for it. */

@@ -5,7 +5,6 @@ import { AlcartaError, conflict, invalidRequest } from '../common/errors';
 import { hasIdShape, newId } from '../common/ids';
 import { AppConfig } from '../config/app-config';
 import { PersistedWaitRepository } from '../waits/persisted-wait.repository';
-import { WaitEngine } from '../waits/wait-engine';
 import { AwaitArguments, WaitService } from '../waits/wait.service';
 import { TaskEntity, TaskStatus, TERMINAL_TASK_STATUSES } from './task.entity';
 import { TaskPosition, TaskRepository } from './task.repository';
@@ -48,7 +47,6 @@ export class TaskService {
     private readonly tasks: TaskRepository,
     private readonly waits: WaitService,
     private readonly persisted: PersistedWaitRepository,
-    private readonly engine: WaitEngine,
     private readonly config: AppConfig,
     revocationHooks: CredentialRevocationHooks,
   ) {
@@ -148,13 +146,13 @@ export class TaskService {
         missingWait = true;
         continue;
       }
-      const outcome = await this.engine.awaitResult(wait, {
+      // Only whether the wait for the result met a shutdown matters: otherwise the task row, read
+      // again, says how it ended (or that it still works).
+      const outcome = await this.waits.awaitResult(wait, {
         credential: caller,
         delivery: 'poll',
         timeoutMs: RESULT_CHECK_MS,
         signal,
-        timedOut: () => ({ matched: false, timed_out: true, shutdown: false, events: [] }),
-        shutdown: () => ({ matched: false, timed_out: false, shutdown: true, events: [] }),
       });
       if (signal?.aborted) throw new AlcartaError('invalid_request', 'cancelled', 'The request was cancelled.');
       if (outcome.shutdown) {

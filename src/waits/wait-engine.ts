@@ -22,6 +22,7 @@ import {
   WaitSpec,
 } from './wait-spec';
 import { MessageRow, MessageWaiter, RequestFeedWaiter, RequestWaiter, ResultWaiter, Waiter } from './waiters';
+import { SingleFlight } from './single-flight';
 import { WaiterRegistry } from './waiter-registry';
 
 export interface ResultWaitOptions {
@@ -71,7 +72,7 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
   /** Cursor keys never change; remembering them saves a lookup per doorbell. */
   private readonly cursorKeys = new Map<string, number>();
   /** Per-key single-flight: a doorbell during a running check marks it to run once more. */
-  private readonly checks = new Map<string, { again: boolean; at: number | undefined }>();
+  private readonly checks = new SingleFlight((err) => this.failed(err));
   /**
    * Credentials that lost their access lately (binding id → when the doorbell rang, and why when it
    * said so), see REMEMBER_REVOKED_MS.
@@ -481,23 +482,7 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
    * of commits costs at most two checks. `at` is the earliest commit time of the bells waiting.
    */
   private singleFlight(key: string, at: number | undefined, run: (at: number | undefined) => Promise<void>): void {
-    const running = this.checks.get(key);
-    if (running) {
-      running.again = true;
-      running.at = earliest(running.at, at);
-      return;
-    }
-    const state = { again: false, at };
-    this.checks.set(key, state);
-    void (async () => {
-      do {
-        const bellAt = state.at;
-        state.again = false;
-        state.at = undefined;
-        await run(bellAt).catch((err) => this.failed(err));
-      } while (state.again);
-      this.checks.delete(key);
-    })();
+    this.checks.ring(key, at, run);
   }
 
   /** Wake latency: from the commit that rang (`at`) to now, for the waits this check settled. */
@@ -554,8 +539,4 @@ function* byMailbox(rows: MessageRow[]): Generator<MessageRow[]> {
       start = i;
     }
   }
-}
-
-function earliest(a: number | undefined, b: number | undefined): number | undefined {
-  return a === undefined ? b : b === undefined ? a : Math.min(a, b);
 }

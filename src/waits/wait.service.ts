@@ -12,8 +12,7 @@ import { DeliveryStatus } from '../outbox/outbound-delivery.entity';
 import { newId } from '../common/ids';
 import { PersistedWaitEntity } from './persisted-wait.entity';
 import { PersistedWaitRepository } from './persisted-wait.repository';
-import { TicketService } from './ticket.service';
-import { WaitEngine } from './wait-engine';
+import { ResultWaitOptions, WaitEngine } from './wait-engine';
 import { WaitRepository } from './wait.repository';
 import { watchedRequest } from './waiters';
 import {
@@ -27,18 +26,6 @@ import {
 } from './wait-spec';
 
 export type Delivery = 'poll' | 'websocket' | 'any';
-
-/** What `delivery: "websocket" | "any"` returns at once (SPEC §4). */
-export interface DeliveryDescriptor {
-  delivery: 'websocket' | 'poll';
-  wait_id: string;
-  websocket_url?: string;
-  connect_deadline?: string;
-  expires_at: string;
-}
-
-/** Where websocket URLs point (the gateway serves this path on the HTTP port). */
-export const WAIT_SOCKET_PATH = '/v1/waits/ws';
 
 /** `email_await` arguments after schema validation (the monitor_* tools map onto these). */
 export interface AwaitArguments {
@@ -76,7 +63,6 @@ export class WaitService {
     private readonly mailboxes: MailboxService,
     private readonly waits: WaitRepository,
     private readonly persisted: PersistedWaitRepository,
-    private readonly tickets: TicketService,
     private readonly config: AppConfig,
     revocationHooks: CredentialRevocationHooks,
   ) {
@@ -88,14 +74,22 @@ export class WaitService {
   }
 
   /**
-   * One call of email_await (or a monitor_* tool): a blocking poll wait, the creation of a
-   * persisted wait for websocket delivery, or a long poll of a persisted wait by `wait_id`.
+   * A blocking call of email_await (or a monitor_* tool): a poll wait, or a long poll of a
+   * persisted wait by `wait_id`. Websocket and "any" delivery start with `persist` instead (the
+   * delivery module issues their ticket and URL).
    */
-  async await(caller: Caller, args: AwaitArguments, signal?: AbortSignal): Promise<WaitResult | DeliveryDescriptor> {
+  async await(caller: Caller, args: AwaitArguments, signal?: AbortSignal): Promise<WaitResult> {
     if (args.wait_id !== undefined) return this.awaitPersisted(caller, args, signal);
-    const spec = await this.spec(caller, args);
-    if (args.delivery === 'poll') return this.engine.wait(spec, signal);
-    return this.persist(caller, spec, args.delivery);
+    if (args.delivery !== 'poll') throw new Error(`delivery "${args.delivery}" is not a blocking wait`);
+    return this.engine.wait(await this.spec(caller, args), signal);
+  }
+
+  /**
+   * Validates and stores a wait for websocket delivery or `wait_id` polls (every replica then
+   * watches it). `ticketHash` is the hash of its single-use websocket ticket, if it has one.
+   */
+  async persist(caller: Caller, args: AwaitArguments, ticketHash: string | undefined): Promise<PersistedWaitEntity> {
+    return this.store(caller, await this.spec(caller, args), ticketHash);
   }
 
   /**
@@ -136,32 +130,6 @@ export class WaitService {
     return args.event.type === 'message_received'
       ? this.messageSpec(caller, args.event, args)
       : this.requestSpec(caller, args.event, args);
-  }
-
-  /**
-   * Stores the wait (every replica then watches it) and returns at once: with a single-use
-   * websocket URL, or — `"any"` on a deployment without websockets — just the `wait_id` to poll.
-   */
-  private async persist(caller: Caller, spec: WaitSpec, delivery: 'websocket' | 'any'): Promise<DeliveryDescriptor> {
-    if (!this.config.websockets && delivery === 'websocket') {
-      throw invalidRequest('websocket_unavailable', 'Websocket delivery is disabled on this deployment; use "poll".', {
-        argument: 'delivery',
-      });
-    }
-    const ticket = this.config.websockets ? this.tickets.issue() : undefined;
-    const wait = await this.store(caller, spec, ticket?.hash);
-    if (!ticket) return { delivery: 'poll', wait_id: wait.id, expires_at: wait.expiresAt.toISOString() };
-    // Relative to the public URL, so a path prefix of a reverse proxy (https://host/alcarta) stays.
-    const socketUrl = new URL(WAIT_SOCKET_PATH.slice(1), `${this.config.publicUrl}/`);
-    socketUrl.protocol = socketUrl.protocol === 'https:' ? 'wss:' : 'ws:';
-    socketUrl.searchParams.set('ticket', ticket.ticket);
-    return {
-      delivery: 'websocket',
-      wait_id: wait.id,
-      websocket_url: socketUrl.toString(),
-      connect_deadline: wait.connectDeadline!.toISOString(),
-      expires_at: wait.expiresAt.toISOString(),
-    };
   }
 
   private async store(
@@ -211,19 +179,29 @@ export class WaitService {
       if (isAccessEnded(wait.result!)) throw accessEndedError(wait.result.reason);
       return wait.result!;
     }
+    return this.awaitResult(wait, { credential: caller, delivery: 'poll', timeoutMs, signal });
+  }
+
+  /**
+   * Waits for the fixed result of a persisted wait: for a `wait_id` poll, a websocket, or
+   * `tasks/result`. When this wait for it ends first (its timeout, the caller going away, a
+   * shutdown), the answer is the wait as it stands, pending, with `timed_out` or `shutdown` set:
+   * the persisted wait itself goes on. Throws `unauthorized` when its token loses its access.
+   */
+  async awaitResult(
+    wait: PersistedWaitEntity,
+    options: Omit<ResultWaitOptions, 'timedOut' | 'shutdown'>,
+  ): Promise<WaitResult> {
     const pending = await this.pendingResult(wait);
     return this.engine.awaitResult(wait, {
-      credential: caller,
-      delivery: 'poll',
-      timeoutMs,
-      signal,
+      ...options,
       timedOut: () => ({ ...pending, timed_out: true }),
       shutdown: () => ({ ...pending, shutdown: true }),
     });
   }
 
   /** What a client learns from a persisted wait that has no result yet. */
-  async pendingResult(wait: PersistedWaitEntity): Promise<WaitResult & { wait_status: 'pending' }> {
+  private async pendingResult(wait: PersistedWaitEntity): Promise<WaitResult & { wait_status: 'pending' }> {
     const base = { matched: false, timed_out: false, shutdown: false, events: [], wait_status: 'pending' as const };
     if (wait.spec.kind === 'message') return { ...base, next_cursor: wait.spec.cursor };
     const rows = await this.waits.requests(wait.spec.request_ids, { all: true });

@@ -4,11 +4,11 @@ import { EventsModule } from '../events/events.module';
 import { MailModule } from '../mail/mail.module';
 import { PersistedWaitRepository } from './persisted-wait.repository';
 import { PersistedWaitSweeper } from './persisted-wait.sweeper';
-import { TicketService } from './ticket.service';
 import { WaitEngine } from './wait-engine';
 import { WaitRepository } from './wait.repository';
 import { WaitService } from './wait.service';
 import { WaiterRegistry } from './waiter-registry';
+import { WaitMetrics } from './waits.metrics';
 
 @Module({
   imports: [EventsModule, MailModule, AuthModule],
@@ -16,11 +16,11 @@ import { WaiterRegistry } from './waiter-registry';
     WaiterRegistry,
     WaitRepository,
     PersistedWaitRepository,
-    TicketService,
     WaitEngine,
     WaitService,
     PersistedWaitSweeper,
+    WaitMetrics,
   ],
-  exports: [WaitService, WaitEngine, WaiterRegistry, TicketService, PersistedWaitRepository, PersistedWaitSweeper],
+  exports: [WaitService, WaitEngine, WaiterRegistry, PersistedWaitRepository, PersistedWaitSweeper],
 })
 export class WaitsModule {}

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
-import { LocalCluster, startLocalCluster } from '#app/devtools/local-cluster.js';
+import { LocalCluster, startLocalCluster } from '../tools/local-cluster';
 import { createTestDatabase, TestDatabase } from '../support/database';
 import { callOk, connectMcp } from '../support/mcp';
 import { activeWaits } from '../support/metrics';

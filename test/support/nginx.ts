@@ -1,10 +1,10 @@
-import { NginxMode, NginxProxy, NginxUnavailableError, startNginx as start } from '#app/devtools/nginx.js';
+import { NginxMode, NginxProxy, NginxUnavailableError, startNginx as start } from '../tools/nginx';
 
 export type { NginxMode, NginxProxy };
 export { NginxUnavailableError };
 
 /**
- * A real nginx hop in front of a server under test (SPEC §4 "Proxies"), see src/devtools/nginx.ts.
+ * A real nginx hop in front of a server under test (SPEC §4 "Proxies"), see test/tools/nginx.ts.
  * Without nginx, or when it does not start, the proxy tests fail — unless
  * ALCARTA_TEST_WITHOUT_NGINX=1 lets them skip (see `nginxSkipReason`).
  */

@@ -30,4 +30,12 @@ describe('production dependencies', () => {
     }
     assert.deepEqual([...missing], []);
   });
+
+  it('dist/ holds no development tools: the local cluster and nginx helpers live in test/tools', () => {
+    const files = readdirSync(join(ROOT, 'dist'), { recursive: true }) as string[];
+    assert.deepEqual(
+      files.filter((file) => /(^|\/)(devtools|local-cluster|nginx)(\/|\.)/.test(file)),
+      [],
+    );
+  });
 });

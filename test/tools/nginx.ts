@@ -3,7 +3,7 @@ import { accessSync, constants } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
-import { freePort, until } from '../common/net';
+import { freePort, until } from '#app/common/net.js';
 
 /**
  * A real nginx in front of Alcarta, run as a child process that owns its own prefix directory

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import { randomBase62 } from '../common/ids';
-import { ConsumedTicket, PersistedWaitRepository, TicketRefusal } from './persisted-wait.repository';
+import { ConsumedTicket, PersistedWaitRepository, TicketRefusal } from '../waits/persisted-wait.repository';
 
 const TICKET_SHAPE = /^wst_[0-9A-Za-z]{43}$/;
 

@@ -1,6 +1,6 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { freePort, until } from '../common/net';
+import { freePort, until } from '#app/common/net.js';
 import { NginxProxy, startNginx } from './nginx';
 
 export interface ClusterOptions {
@@ -32,8 +32,8 @@ export interface LocalCluster {
   stop(): Promise<void>;
 }
 
-/** `node dist/main.js` of this build. */
-const MAIN = join(__dirname, '..', 'main.js');
+/** `node dist/main.js` of this checkout (this file runs from dist-test/tools/). */
+const MAIN = join(__dirname, '..', '..', 'dist', 'main.js');
 
 /**
  * N replicas of the server on one PostgreSQL behind an nginx load balancer on loopback — the way

@@ -1,8 +1,8 @@
 import 'reflect-metadata';
 import { parseArgs } from 'node:util';
-import { AppConfig } from '../config/app-config';
-import { validateEnvironment } from '../config/environment';
-import { LocalDatabase, openEmbeddedPostgres } from '../database/embedded-postgres';
+import { AppConfig } from '#app/config/app-config.js';
+import { validateEnvironment } from '#app/config/environment.js';
+import { LocalDatabase, openEmbeddedPostgres } from '#app/database/embedded-postgres.js';
 import { startLocalCluster } from './local-cluster';
 
 const USAGE = `Usage: npm run cluster -- [--replicas N] [--port P]
