@@ -2,10 +2,12 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
 
 /**
  * One owner per pending persisted wait (SPEC 13). Each replica holds one lease row in
- * `wait_owners`, renewed by one statement however many waits it owns; `waits.owner` names the
- * replica that watches a pending wait (NULL: unowned, any replica may claim it). A lapsed lease is
- * deleted by whichever replica notices, which sets the owner of its waits back to NULL in the
- * same transaction. Resolving a wait clears its owner, so both indexes hold pending waits only.
+ * `wait_owners`, renewed by one statement however many waits it owns, with the session of its
+ * doorbell listener (pid and start time) so that other replicas see at once when its process is
+ * gone; `waits.owner` names the replica that watches a pending wait (NULL: unowned, any replica may
+ * claim it). A lapsed lease is deleted by whichever replica notices, which sets the owner of its
+ * waits back to NULL in the same transaction. Resolving a wait clears its owner, so both indexes
+ * hold pending waits only.
  */
 export class WaitLeases1765900000000 implements MigrationInterface {
   name = 'WaitLeases1765900000000';
@@ -14,7 +16,9 @@ export class WaitLeases1765900000000 implements MigrationInterface {
     await q.query(`
       CREATE TABLE wait_owners (
         id               text PRIMARY KEY,
-        lease_expires_at timestamptz NOT NULL
+        lease_expires_at timestamptz NOT NULL,
+        listener_pid        integer,
+        listener_started_at timestamptz
       )`);
     await q.query(`ALTER TABLE waits ADD COLUMN owner text`);
     await q.query(`CREATE INDEX waits_owner ON waits (owner) WHERE owner IS NOT NULL`);

@@ -4,6 +4,7 @@ import { DataSource, EntityManager, In, LessThan } from 'typeorm';
 import { Credential } from '../auth/caller';
 import { AccessEndReason, LAPSE_REASON_SQL, TOKEN_LAPSED_SQL } from '../auth/credential-revocation';
 import { resolvedWaitBells } from '../events/doorbell';
+import { ListenerSession } from '../events/doorbell-listener';
 import { EventLog } from '../events/event-log';
 import { PersistedWaitEntity } from './persisted-wait.entity';
 import { AccessEnded, WaitResult } from './wait-spec';
@@ -95,22 +96,40 @@ export class PersistedWaitRepository {
 
   /**
    * One lease tick of `owner`, in one transaction: renews (or takes anew) its lease until
-   * `leaseMs` from now, ends the leases that lapsed (their waits become unowned), and claims up to
-   * `limit` unowned pending waits (oldest first, skipping rows another replica is claiming). The
-   * cost does not grow with the waits owned: renewal writes one row.
+   * `leaseMs` from now with the session of its doorbell listener, ends the leases that lapsed or
+   * whose listener session is gone from `pg_stat_activity` (a process that died: its connections
+   * closed), so their waits become unowned, and claims up to `limit` unowned pending waits (oldest
+   * first, skipping rows another replica is claiming). The cost does not grow with the waits owned:
+   * renewal writes one row.
    */
-  async leaseTick(owner: string, leaseMs: number, limit: number): Promise<LeaseTick> {
+  async leaseTick(
+    owner: string,
+    listener: ListenerSession | undefined,
+    leaseMs: number,
+    limit: number,
+  ): Promise<LeaseTick> {
     return this.dataSource.transaction(async (manager) => {
       const [lease] = await manager.query<Array<{ inserted: boolean }>>(
-        `INSERT INTO wait_owners (id, lease_expires_at) VALUES ($1, now() + $2 * interval '1 millisecond')
-         ON CONFLICT (id) DO UPDATE SET lease_expires_at = EXCLUDED.lease_expires_at
+        `INSERT INTO wait_owners (id, lease_expires_at, listener_pid, listener_started_at)
+         VALUES ($1, now() + $2 * interval '1 millisecond', $3, $4::timestamptz)
+         ON CONFLICT (id) DO UPDATE
+           SET lease_expires_at = EXCLUDED.lease_expires_at, listener_pid = EXCLUDED.listener_pid,
+               listener_started_at = EXCLUDED.listener_started_at
          RETURNING xmax = 0 AS inserted`,
-        [owner, leaseMs],
+        [owner, leaseMs, listener?.pid ?? null, listener?.startedAt ?? null],
       );
       // A separate statement from the release below: it starts after every transaction that held
-      // a deleted lease (KEY SHARE, see own()) committed, so it sees all the waits they took.
+      // a deleted lease (KEY SHARE, see own()) committed, so it sees all the waits they took. A
+      // lease without a listener session (its listener was reconnecting) lives on its time alone.
       const [gone] = await manager.query<[Array<{ id: string }>, number]>(
-        `DELETE FROM wait_owners WHERE lease_expires_at < now() RETURNING id`,
+        `DELETE FROM wait_owners o
+          WHERE o.id <> $1
+            AND (o.lease_expires_at < now()
+                 OR (o.listener_pid IS NOT NULL AND NOT EXISTS (
+                       SELECT 1 FROM pg_stat_activity a
+                        WHERE a.pid = o.listener_pid AND a.backend_start = o.listener_started_at)))
+          RETURNING o.id`,
+        [owner],
       );
       const lapsedOwners = gone.map((row) => row.id);
       if (lapsedOwners.length > 0) {

@@ -44,8 +44,13 @@ const PAGE = 500;
 const CLAIM_BATCH = 500;
 /** Waits whose results one query reads when resolution doorbells ring. */
 const RESULT_READ_BATCH = 5000;
-/** The lease tick never runs more often than this, however small ALCARTA_WAIT_RECHECK_SECONDS is. */
-const MIN_LEASE_TICK_MS = 250;
+/** The single-flight keys of work done under the lease (see releaseLease). */
+const LEASE_WORK = ['lease', 'claim', 'owned', 'reconcile'];
+/**
+ * A lease lasts this many re-check periods. It is renewed every period; it only matters for an
+ * owner whose process hangs with its connections open (a dead process is seen by its session).
+ */
+const LEASE_PERIODS = 2;
 /**
  * How long a revocation is remembered: a wait authenticated just before it but parked just after
  * its doorbell still ends at once. Later than this the safety re-check finds the token revoked.
@@ -71,11 +76,13 @@ const REMEMBER_REVOKED_MS = 300_000;
  * re-check; they do not settle on a change but re-read what they show (see RequestFeedWaiter).
  *
  * Persisted waits (websocket delivery, `wait_id`, tasks) are watched the same way, but by one
- * replica each: the owner named in the wait's row, under a lease this process renews every quarter
- * of ALCARTA_WAIT_RECHECK_SECONDS for half of it (one statement, however many waits it owns). The
- * same lease tick ends leases that lapsed (a replica that was SIGKILLed) and claims unowned waits,
- * so a dead owner's waits are watched again within three quarters of the re-check period; a
- * draining replica releases its lease at once. The owner writes outcomes in batches (see
+ * replica each: the owner named in the wait's row, under a lease this process renews with the
+ * safety re-check (one statement, however many waits it owns, at the same moment so an idle
+ * replica's database work stays in one burst per period). The same lease tick ends the leases of
+ * processes that are gone (their doorbell listener's session left `pg_stat_activity`: a SIGKILLed
+ * or crashed replica) or that lapsed (a hung one), and claims unowned waits, so a dead owner's
+ * waits are watched again within ALCARTA_WAIT_RECHECK_SECONDS; a draining replica releases its
+ * lease at once. The owner writes outcomes in batches (see
  * ResolutionQueue), and the resolution doorbell wakes whoever waits for those results on any
  * replica (a `wait_id` poll, a websocket, tasks/result).
  */
@@ -85,14 +92,15 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
   /** Cursor keys never change; remembering them saves a lookup per doorbell. */
   private readonly cursorKeys = new Map<string, number>();
   /** Per-key single-flight: a doorbell during a running check marks it to run once more. */
-  private readonly checks = new Map<string, { again: boolean; at: number | undefined }>();
+  private readonly checks = new Map<string, { again: boolean; at: number | undefined; done?: Promise<void> }>();
   /**
    * Credentials that lost their access lately (binding id → when the doorbell rang, and why when it
    * said so), see REMEMBER_REVOKED_MS.
    */
   private readonly revoked = new Map<string, { at: number; reason: AccessEndReason | undefined }>();
   private safetyTimer: NodeJS.Timeout | undefined;
-  private leaseTimer: NodeJS.Timeout | undefined;
+  /** Between start() and the release of the lease (drain, shutdown). */
+  private leasing = false;
   /**
    * This process's name as the owner of persisted waits: host, pid and a random part, so that an
    * operator can tell which process watches a wait, and a restarted process never inherits a lease.
@@ -116,7 +124,7 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
     private readonly config: AppConfig,
     private readonly drain: DrainState,
     private readonly metrics: Metrics,
-    listener: DoorbellListener,
+    private readonly listener: DoorbellListener,
   ) {
     this.resolutions = new ResolutionQueue(persisted, metrics);
     listener.subscribe(this);
@@ -126,21 +134,19 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
     });
   }
 
-  /** How often the lease is renewed (and lapsed leases and unowned waits are looked for). */
-  private get leaseTickMs(): number {
-    return Math.max(MIN_LEASE_TICK_MS, this.config.waitRecheckMs / 4);
-  }
-
   /**
    * Starts the periodic safety re-check and the lease: the first lease tick (in the background, so
    * start-up does not wait for it) claims the waits nobody owns. Server only.
    */
   start(): void {
-    this.safetyTimer ??= setInterval(() => void this.safetyRecheck(), this.config.waitRecheckMs);
+    this.safetyTimer ??= setInterval(() => {
+      void this.safetyRecheck();
+      this.ringLease();
+    }, this.config.waitRecheckMs);
     this.safetyTimer.unref();
     this.persisted.leaseOwner = this.owner;
-    this.leaseTimer ??= setInterval(() => this.ringLease(), this.leaseTickMs);
-    this.leaseTimer.unref();
+    this.leaseHeld = false;
+    this.leasing = true;
     this.ringLease();
   }
 
@@ -155,11 +161,12 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
    * become unowned at once and a doorbell has another replica claim them (no wait for a lapse).
    */
   private async releaseLease(): Promise<void> {
-    if (!this.leaseTimer) return;
-    clearInterval(this.leaseTimer);
-    this.leaseTimer = undefined;
+    if (!this.leasing) return;
+    this.leasing = false;
     this.persisted.leaseOwner = undefined;
     this.leaseHeld = false;
+    // A tick or claim under way would take the lease or waits again after the release.
+    for (const key of LEASE_WORK) await this.checks.get(key)?.done;
     await this.resolutions.idle();
     await this.persisted.release(this.owner).catch((err) => this.failed(err));
   }
@@ -254,8 +261,13 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
    * released its waits): every watch is dropped, the claim below takes back what is still unowned.
    */
   private async leaseTick(): Promise<void> {
-    if (!this.leaseTimer || this.drain.isDraining) return;
-    const tick = await this.persisted.leaseTick(this.owner, 2 * this.leaseTickMs, CLAIM_BATCH);
+    if (!this.leasing || this.drain.isDraining) return;
+    const tick = await this.persisted.leaseTick(
+      this.owner,
+      this.listener.session,
+      LEASE_PERIODS * this.config.waitRecheckMs,
+      CLAIM_BATCH,
+    );
     if (tick.renewedAfterLoss && this.leaseHeld) {
       this.logger.warn({
         msg: 'wait lease was lost (it lapsed); watching only what is claimed again',
@@ -404,6 +416,8 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
 
   onListenerReconnected(): void {
     void this.safetyRecheck();
+    // The lease names the listener's session, which is a new one now.
+    this.ringLease();
   }
 
   private ringClaim(): void {
@@ -623,9 +637,9 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
       running.at = earliest(running.at, at);
       return;
     }
-    const state = { again: false, at };
+    const state: { again: boolean; at: number | undefined; done?: Promise<void> } = { again: false, at };
     this.checks.set(key, state);
-    void (async () => {
+    state.done = (async () => {
       do {
         const bellAt = state.at;
         state.again = false;

@@ -46,6 +46,12 @@ describe('persisted waits across server processes', () => {
     return owner === null ? null : owner.split(':')[1];
   };
   const pidOf = (replica: Replica) => String(replica.server.pid);
+  /** A replica takes its wait lease just after it starts; waits it stores before that are unowned. */
+  const leaseTaken = (replica: Replica) =>
+    waitFor(`${replica.name} to hold its wait lease`, async () => {
+      const rows = await db.query('SELECT 1 FROM wait_owners WHERE id LIKE $1', [`%:${pidOf(replica)}:%`]);
+      return rows.length === 1;
+    });
 
   /** Persisted waits watched over all running replicas. */
   const watchedEverywhere = async () => {
@@ -107,6 +113,7 @@ describe('persisted waits across server processes', () => {
   });
 
   it('a pending wait is watched by one replica, its owner; a socket on the other replica delivers it', async () => {
+    await leaseTaken(a);
     const d = await messageWait(a);
     assert.equal(await ownerOf(d.wait_id), pidOf(a), 'the replica that stored the wait owns it');
     await waitFor('every pending wait to be watched exactly once', async () => {
@@ -125,6 +132,7 @@ describe('persisted waits across server processes', () => {
 
   it('SIGTERM with an open socket: shutdown result, close 1012, exit 0; another replica resolves the wait', async () => {
     const doomed = await replicas.start('C');
+    await leaseTaken(doomed);
     const d = await messageWait(doomed);
     const socket = await openOk(socketUrlOn(doomed.server.url, d.websocket_url));
     assert.deepEqual(await socket.frame(1), { type: 'ready', wait_id: d.wait_id });
@@ -168,6 +176,7 @@ describe('persisted waits across server processes', () => {
 
   it('a wait survives SIGKILL of the replica that created it; its URL and wait_id work on another', async () => {
     const doomed = await replicas.start('D');
+    await leaseTaken(doomed);
     const { request_id: requestId } = await callOk(doomed.client, 'request_approval', {
       mailbox_id: mailboxId,
       title: 'Outlive your replica',
@@ -205,6 +214,7 @@ describe('persisted waits across server processes', () => {
 
   it('one ingest resolves 200 websocket waits in a few batches; sockets on both replicas deliver', async () => {
     const count = 200;
+    await leaseTaken(b);
     const batchesBefore = await sumOver('alcarta_wait_resolution_batches_total');
     const resolvedBefore = await sumOver('alcarta_wait_resolutions_total');
     const waits = [];
