@@ -268,6 +268,8 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
       LEASE_PERIODS * this.config.waitRecheckMs,
       CLAIM_BATCH,
     );
+    // Released meanwhile (draining): the release, which waited for this tick, has the last word.
+    if (!this.leasing) return;
     if (tick.renewedAfterLoss && this.leaseHeld) {
       this.logger.warn({
         msg: 'wait lease was lost (it lapsed); watching only what is claimed again',
