@@ -7,6 +7,12 @@ import { decodeDoorbell, Doorbell, DOORBELL_CHANNEL } from './doorbell';
 const RETRY_MIN_MS = 100;
 const RETRY_MAX_MS = 5_000;
 
+export interface ListenerSession {
+  pid: number;
+  /** `backend_start` as PostgreSQL prints it: exact to the microsecond (a Date would round it). */
+  startedAt: string;
+}
+
 export interface DoorbellSubscriber {
   /** A change committed somewhere (any replica): a mailbox, a request, a wait, a credential, a call. */
   onDoorbell(bell: Doorbell): void;
@@ -31,6 +37,12 @@ export class DoorbellListener implements OnModuleDestroy {
   private everConnected = false;
   /** Times the connection was re-established after a loss (for metrics and tests). */
   reconnects = 0;
+  /**
+   * The database session listening now (its backend pid and start time), while connected. Other
+   * replicas read it in `pg_stat_activity` to see at once that this process is gone (the wait
+   * leases of the waits module).
+   */
+  session: ListenerSession | undefined;
 
   constructor(
     private readonly config: AppConfig,
@@ -56,6 +68,7 @@ export class DoorbellListener implements OnModuleDestroy {
     clearTimeout(this.retryTimer);
     const client = this.client;
     this.client = undefined;
+    this.session = undefined;
     await client?.end().catch(() => undefined);
   }
 
@@ -71,9 +84,14 @@ export class DoorbellListener implements OnModuleDestroy {
       const bell = msg.channel === DOORBELL_CHANNEL && msg.payload ? decodeDoorbell(msg.payload) : undefined;
       if (bell) for (const s of this.subscribers) s.onDoorbell(bell);
     });
+    let session: ListenerSession;
     try {
       await client.connect();
       await client.query(`LISTEN ${DOORBELL_CHANNEL}`);
+      const { rows } = await client.query<{ pid: number; backend_start: string }>(
+        `SELECT pid, backend_start::text AS backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()`,
+      );
+      session = { pid: rows[0].pid, startedAt: rows[0].backend_start };
     } catch (err) {
       await client.end().catch(() => undefined);
       throw err;
@@ -83,6 +101,7 @@ export class DoorbellListener implements OnModuleDestroy {
       return;
     }
     this.client = client;
+    this.session = session;
     this.retryMs = RETRY_MIN_MS;
     if (this.everConnected) {
       this.reconnects++;
@@ -96,6 +115,7 @@ export class DoorbellListener implements OnModuleDestroy {
   private lost(client: Client, err?: Error): void {
     if (this.client !== client) return;
     this.client = undefined;
+    this.session = undefined;
     client.removeAllListeners('notification');
     void client.end().catch(() => undefined);
     if (this.stopped) return;

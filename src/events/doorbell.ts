@@ -9,8 +9,20 @@ export const DOORBELL_CHANNEL = 'alcarta_events';
 export type Doorbell = (
   | { kind: 'message'; mailboxId: string }
   | { kind: 'request'; mailboxId: string; requestId: string }
-  /** A persisted wait was created (every replica watches it) or resolved (its result is fixed). */
-  | { kind: 'wait_created' | 'wait_resolved'; waitId: string }
+  /**
+   * A persisted wait was created, by `owner` when that replica watches it (nobody else need act),
+   * else unowned (any replica may claim it).
+   */
+  | { kind: 'wait_created'; waitId: string; owner?: string }
+  /** A persisted wait was resolved (its result is fixed). */
+  | { kind: 'wait_resolved'; waitId: string }
+  /**
+   * Several persisted waits were resolved in one transaction. One bell names as many as fit in a
+   * payload (see resolvedWaitBells); the wire form is that of `wait_resolved` with more ids.
+   */
+  | { kind: 'waits_resolved'; waitIds: string[] }
+  /** A replica gave up its persisted waits (it is draining): another replica claims them now. */
+  | { kind: 'waits_released'; owner: string }
   /**
    * A credential lost its access (revoked, expired, or a principal's mailbox removed): everything it
    * holds open must end, everywhere.
@@ -41,9 +53,13 @@ export function encodeDoorbell(bell: Doorbell): string {
     case 'request':
       return `r ${bell.mailboxId} ${bell.requestId}`;
     case 'wait_created':
-      return `n ${bell.waitId}`;
+      return bell.owner ? `n ${bell.waitId} ${bell.owner}` : `n ${bell.waitId}`;
     case 'wait_resolved':
       return `w ${bell.waitId}`;
+    case 'waits_resolved':
+      return `w ${bell.waitIds.join(' ')}`;
+    case 'waits_released':
+      return `u ${bell.owner}`;
     case 'credential_revoked':
       return bell.reason ? `t ${bell.tokenId} ${bell.reason}` : `t ${bell.tokenId}`;
     case 'call_cancelled':
@@ -72,11 +88,48 @@ export function decodeDoorbell(payload: string): Doorbell | undefined {
       : { kind: 'credential_revoked', tokenId: id, at };
   }
   if (kind === 'c' && second) return { kind: 'call_cancelled', tokenId: id, requestKey: second, at };
-  if (kind === 'n') return { kind: 'wait_created', waitId: id, at };
-  if (kind === 'w') return { kind: 'wait_resolved', waitId: id, at };
+  if (kind === 'n')
+    return second ? { kind: 'wait_created', waitId: id, owner: second, at } : { kind: 'wait_created', waitId: id, at };
+  if (kind === 'w') {
+    return parts.length > 2
+      ? { kind: 'waits_resolved', waitIds: parts.slice(1), at }
+      : { kind: 'wait_resolved', waitId: id, at };
+  }
+  if (kind === 'u') return { kind: 'waits_released', owner: id, at };
   if (kind === 'o') return { kind: 'outbox', mailboxId: id, at };
   if (kind === 's') return { kind: 'session_ended', sessionId: id, at };
   return undefined;
+}
+
+/**
+ * The payload budget of one bell naming resolved waits: NOTIFY refuses 8000 bytes or more, and the
+ * database appends the commit time (a space and 13 digits).
+ */
+export const RESOLVED_BELL_MAX_BYTES = 7900;
+
+/**
+ * The bells that announce `waitIds` resolved: as few as possible, each within
+ * RESOLVED_BELL_MAX_BYTES (ids are ASCII). One id rings as `wait_resolved`, as it always has.
+ */
+export function resolvedWaitBells(waitIds: readonly string[]): Doorbell[] {
+  const bells: Doorbell[] = [];
+  let chunk: string[] = [];
+  let bytes = 1; // the kind letter
+  for (const id of waitIds) {
+    if (chunk.length > 0 && bytes + 1 + id.length > RESOLVED_BELL_MAX_BYTES) {
+      bells.push(resolvedBell(chunk));
+      chunk = [];
+      bytes = 1;
+    }
+    chunk.push(id);
+    bytes += 1 + id.length;
+  }
+  if (chunk.length > 0) bells.push(resolvedBell(chunk));
+  return bells;
+}
+
+function resolvedBell(waitIds: string[]): Doorbell {
+  return waitIds.length === 1 ? { kind: 'wait_resolved', waitId: waitIds[0] } : { kind: 'waits_resolved', waitIds };
 }
 
 /**

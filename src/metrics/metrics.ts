@@ -26,6 +26,31 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /** Transactions that wrote persisted-wait outcomes (each holds a batch, see ResolutionQueue). */
+  readonly waitResolutionBatches = new Counter({
+    name: 'alcarta_wait_resolution_batches_total',
+    help: 'Transactions in which this process wrote the results of persisted waits it owns (one batch each).',
+    registers: [this.registry],
+  });
+
+  readonly waitResolutions = new Counter({
+    name: 'alcarta_wait_resolutions_total',
+    help: 'Persisted waits this process resolved (written in alcarta_wait_resolution_batches_total batches).',
+    registers: [this.registry],
+  });
+
+  readonly waitClaims = new Counter({
+    name: 'alcarta_persisted_waits_claimed_total',
+    help: 'Pending persisted waits this process claimed: unowned, released by a draining replica, or taken over from a lapsed lease.',
+    registers: [this.registry],
+  });
+
+  readonly waitLeaseLosses = new Counter({
+    name: 'alcarta_wait_lease_losses_total',
+    help: 'Times this process found its wait lease ended by another replica (it had lapsed) and dropped its watchers.',
+    registers: [this.registry],
+  });
+
   readonly httpDuration = new Histogram({
     name: 'alcarta_http_request_duration_seconds',
     help: 'HTTP request durations by method, route and status (blocking waits included).',

@@ -3,8 +3,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { QueryDeepPartialEntity } from 'typeorm/query-builder/QueryPartialEntity';
 import { LAPSE_REASON_SQL, TOKEN_LAPSED_SQL } from '../auth/credential-revocation';
-import { PersistedWaitRepository } from '../waits/persisted-wait.repository';
-import { WaitResult } from '../waits/wait-spec';
+import { PersistedWaitRepository, WaitResolution } from '../waits/persisted-wait.repository';
 import { TaskEntity, TaskStatus } from './task.entity';
 
 export interface TaskPosition {
@@ -80,18 +79,21 @@ export class TaskRepository {
   }
 
   /**
-   * Completes the working task a wait serves, in the transaction that fixed the wait's result, with
-   * the result as its CallToolResult (structured content plus the same JSON as text).
+   * Completes the working tasks the waits serve, in one statement in the transaction that fixed
+   * the waits' results, each with its result as its CallToolResult (structured content plus the
+   * same JSON as text).
    */
-  async completeForWait(manager: EntityManager, waitId: string, result: WaitResult): Promise<void> {
+  async completeForWaits(manager: EntityManager, resolved: readonly WaitResolution[]): Promise<void> {
+    if (resolved.length === 0) return;
     await manager.query(
-      `UPDATE tasks
+      `UPDATE tasks t
           SET status = 'completed', last_updated_at = now(),
               result = jsonb_build_object(
-                'content', jsonb_build_array(jsonb_build_object('type', 'text', 'text', $2::text)),
-                'structuredContent', $2::jsonb)
-        WHERE wait_id = $1 AND status = 'working'`,
-      [waitId, JSON.stringify(result)],
+                'content', jsonb_build_array(jsonb_build_object('type', 'text', 'text', r.result)),
+                'structuredContent', r.result::jsonb)
+         FROM unnest($1::text[], $2::text[]) AS r(wait_id, result)
+        WHERE t.wait_id = r.wait_id AND t.status = 'working'`,
+      [resolved.map((r) => r.waitId), resolved.map((r) => JSON.stringify(r.result))],
     );
   }
 

@@ -50,7 +50,7 @@ export class TaskService {
     private readonly config: AppConfig,
     revocationHooks: CredentialRevocationHooks,
   ) {
-    persisted.onResolved((manager, waitId, result) => this.tasks.completeForWait(manager, waitId, result));
+    persisted.onResolved((manager, resolved) => this.tasks.completeForWaits(manager, resolved));
     revocationHooks.register({
       revoke: (manager, tokenId, reason) => this.tasks.cancelForToken(manager, tokenId, ACCESS_ENDED_MESSAGES[reason]),
       revokeLapsed: (manager) => this.tasks.cancelForLapsedTokens(manager, ACCESS_ENDED_MESSAGES),

@@ -23,6 +23,9 @@ export type StoredWaitSpec =
 @Index('waits_pending', { synchronize: false })
 @Index('waits_pending_token', { synchronize: false })
 @Index('waits_resolved', { synchronize: false })
+/** Pending waits by owner, and unowned pending waits (the claim), owned by the migrations too. */
+@Index('waits_owner', { synchronize: false })
+@Index('waits_unowned', { synchronize: false })
 export class PersistedWaitEntity {
   @PrimaryColumn({ type: 'text' })
   id: string;
@@ -57,6 +60,14 @@ export class PersistedWaitEntity {
   /** SHA-256 of the single-use websocket ticket; null when websockets are off. */
   @Column({ name: 'ticket_hash', type: 'character', length: 64, nullable: true, unique: true })
   ticketHash: string | null;
+
+  /**
+   * The replica that watches this pending wait (a `wait_owners` id); NULL when none does yet, and
+   * once the wait is resolved. Only that replica keeps a watcher for it. Set by the repository, never
+   * by whoever builds a new wait (hence optional).
+   */
+  @Column({ type: 'text', nullable: true })
+  owner?: string | null;
 
   @Column({ name: 'connect_deadline', type: 'timestamptz', nullable: true })
   connectDeadline: Date | null;

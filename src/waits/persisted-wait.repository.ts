@@ -3,6 +3,8 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager, In, LessThan } from 'typeorm';
 import { Credential } from '../auth/caller';
 import { AccessEndReason, LAPSE_REASON_SQL, TOKEN_LAPSED_SQL } from '../auth/credential-revocation';
+import { resolvedWaitBells } from '../events/doorbell';
+import { ListenerSession } from '../events/doorbell-listener';
 import { EventLog } from '../events/event-log';
 import { PersistedWaitEntity } from './persisted-wait.entity';
 import { AccessEnded, WaitResult } from './wait-spec';
@@ -18,11 +20,27 @@ export interface ConsumedTicket {
 /** On a `waits` row `w`: not ended because its credential lost its access (see AccessEnded). */
 const NOT_ENDED_BY_ACCESS_SQL = `(w.result IS NULL OR NOT w.result ? 'error')`;
 
+/** A persisted wait and the result just fixed for it. */
+export interface WaitResolution {
+  waitId: string;
+  result: WaitResult;
+}
+
 /**
- * Runs in the transaction that fixes a wait's result, for whoever keeps something that depends on
- * it (a task completes with it). Registered by that module, so waits never write its tables.
+ * Runs once per batch in the transaction that fixes the results of some waits, with those that
+ * were still pending (so it sees each resolution once), for whoever keeps something that depends
+ * on them (tasks complete with them). Registered by that module, so waits never write its tables.
  */
-export type WaitResolutionHook = (manager: EntityManager, waitId: string, result: WaitResult) => Promise<void>;
+export type WaitResolutionHook = (manager: EntityManager, resolved: readonly WaitResolution[]) => Promise<void>;
+
+/** What one lease tick found: whether the lease had to be taken anew, and the waits it claimed. */
+export interface LeaseTick {
+  /** The lease row was gone (another replica found it lapsed and released its waits). */
+  renewedAfterLoss: boolean;
+  /** Owners whose lapsed leases this tick ended (their waits became unowned). */
+  lapsedOwners: string[];
+  claimed: PersistedWaitEntity[];
+}
 
 /** The result recorded for a wait stopped before its outcome; nobody is ever shown it. */
 const STOPPED: WaitResult = { matched: false, timed_out: false, shutdown: false, events: [] };
@@ -37,19 +55,131 @@ export class PersistedWaitRepository {
   ) {}
 
   /**
-   * Stores a new wait and tells every replica to watch it. `alongside` writes rows that belong with
-   * it (a task) in the same transaction.
+   * The lease this process's waits are owned under (see WaitEngine), or undefined while it holds
+   * none (not started, draining, the CLI): new waits are then stored unowned.
+   */
+  leaseOwner: string | undefined;
+
+  /**
+   * Stores a new wait, owned by this process when it holds a live lease (its own doorbell tells it
+   * to watch), else unowned (the doorbell tells every replica to claim it). `alongside` writes rows
+   * that belong with it (a task) in the same transaction.
    */
   async insert(
     wait: Omit<PersistedWaitEntity, 'createdAt'>,
     alongside?: (manager: EntityManager) => Promise<void>,
   ): Promise<PersistedWaitEntity> {
     return this.dataSource.transaction(async (manager) => {
-      await manager.insert(PersistedWaitEntity, wait);
+      await manager.insert(PersistedWaitEntity, { ...wait, owner: null });
       await alongside?.(manager);
-      await this.eventLog.ringDoorbell(manager, { kind: 'wait_created', waitId: wait.id });
+      const owner = this.leaseOwner && (await this.own(manager, wait.id, this.leaseOwner));
+      await this.eventLog.ringDoorbell(manager, { kind: 'wait_created', waitId: wait.id, owner });
       return manager.findOneByOrFail(PersistedWaitEntity, { id: wait.id });
     });
+  }
+
+  /**
+   * Makes `owner` the owner of a wait if its lease is live. The lease row is locked (KEY SHARE) for
+   * the rest of the transaction, so a replica that finds the lease lapsed and deletes it waits for
+   * this commit and then sees the wait's owner to release it: no wait is left with a gone owner.
+   */
+  private async own(manager: EntityManager, waitId: string, owner: string): Promise<string | undefined> {
+    const [rows] = await manager.query<[Array<{ owner: string }>, number]>(
+      `UPDATE waits w SET owner = o.id
+         FROM (SELECT id FROM wait_owners WHERE id = $2 AND lease_expires_at > now() FOR KEY SHARE) o
+        WHERE w.id = $1
+        RETURNING w.owner`,
+      [waitId, owner],
+    );
+    return rows[0]?.owner;
+  }
+
+  /**
+   * One lease tick of `owner`, in one transaction: renews (or takes anew) its lease until
+   * `leaseMs` from now with the session of its doorbell listener, ends the leases that lapsed or
+   * whose listener session is gone from `pg_stat_activity` (a process that died: its connections
+   * closed), so their waits become unowned, and claims up to `limit` unowned pending waits (oldest
+   * first, skipping rows another replica is claiming). The cost does not grow with the waits owned:
+   * renewal writes one row.
+   */
+  async leaseTick(
+    owner: string,
+    listener: ListenerSession | undefined,
+    leaseMs: number,
+    limit: number,
+  ): Promise<LeaseTick> {
+    return this.dataSource.transaction(async (manager) => {
+      const [lease] = await manager.query<Array<{ inserted: boolean }>>(
+        `INSERT INTO wait_owners (id, lease_expires_at, listener_pid, listener_started_at)
+         VALUES ($1, now() + $2 * interval '1 millisecond', $3, $4::timestamptz)
+         ON CONFLICT (id) DO UPDATE
+           SET lease_expires_at = EXCLUDED.lease_expires_at, listener_pid = EXCLUDED.listener_pid,
+               listener_started_at = EXCLUDED.listener_started_at
+         RETURNING xmax = 0 AS inserted`,
+        [owner, leaseMs, listener?.pid ?? null, listener?.startedAt ?? null],
+      );
+      // A separate statement from the release below: it starts after every transaction that held
+      // a deleted lease (KEY SHARE, see own()) committed, so it sees all the waits they took. A
+      // lease without a listener session (its listener was reconnecting) lives on its time alone.
+      const [gone] = await manager.query<[Array<{ id: string }>, number]>(
+        `DELETE FROM wait_owners o
+          WHERE o.id <> $1
+            AND (o.lease_expires_at < now()
+                 OR (o.listener_pid IS NOT NULL AND NOT EXISTS (
+                       SELECT 1 FROM pg_stat_activity a
+                        WHERE a.pid = o.listener_pid AND a.backend_start = o.listener_started_at)))
+          RETURNING o.id`,
+        [owner],
+      );
+      const lapsedOwners = gone.map((row) => row.id);
+      if (lapsedOwners.length > 0) {
+        await manager.query(`UPDATE waits SET owner = NULL WHERE owner = ANY($1::text[])`, [lapsedOwners]);
+      }
+      return { renewedAfterLoss: lease.inserted, lapsedOwners, claimed: await this.claimIn(manager, owner, limit) };
+    });
+  }
+
+  /** Claims up to `limit` unowned pending waits for `owner` (whose lease must be live). */
+  async claim(owner: string, limit: number): Promise<PersistedWaitEntity[]> {
+    return this.dataSource.transaction((manager) => this.claimIn(manager, owner, limit));
+  }
+
+  private async claimIn(manager: EntityManager, owner: string, limit: number): Promise<PersistedWaitEntity[]> {
+    const [rows] = await manager.query<[Array<{ id: string }>, number]>(
+      `UPDATE waits w SET owner = o.id
+         FROM (SELECT id FROM wait_owners WHERE id = $1 AND lease_expires_at > now() FOR KEY SHARE) o,
+              (SELECT id FROM waits WHERE status = 'pending' AND owner IS NULL
+                ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED) c
+        WHERE w.id = c.id
+        RETURNING w.id`,
+      [owner, limit],
+    );
+    if (rows.length === 0) return [];
+    return manager.findBy(PersistedWaitEntity, { id: In(rows.map((r) => r.id)) });
+  }
+
+  /**
+   * Gives up `owner`'s lease and sets its waits unowned, in one transaction, and rings so that
+   * another replica claims them at once.
+   */
+  async release(owner: string): Promise<void> {
+    await this.dataSource.transaction(async (manager) => {
+      await manager.query(`DELETE FROM wait_owners WHERE id = $1`, [owner]);
+      const [rows] = await manager.query<[unknown[], number]>(
+        `UPDATE waits SET owner = NULL WHERE owner = $1 RETURNING id`,
+        [owner],
+      );
+      if (rows.length > 0) await this.eventLog.ringDoorbell(manager, { kind: 'waits_released', owner });
+    });
+  }
+
+  /** The pending waits `owner` owns (the safety re-check reconciles its watchers with them). */
+  async ownedIds(owner: string): Promise<string[]> {
+    const rows = await this.dataSource.query<Array<{ id: string }>>(
+      `SELECT id FROM waits WHERE owner = $1 AND status = 'pending'`,
+      [owner],
+    );
+    return rows.map((r) => r.id);
   }
 
   onResolved(hook: WaitResolutionHook): void {
@@ -57,21 +187,27 @@ export class PersistedWaitRepository {
   }
 
   /**
-   * Fixes the result of a pending wait; false when another replica was first (its result stands).
-   * The resolution hooks run in the same transaction (a task the wait serves completes with it).
-   * The doorbell wakes whoever waits for this result, on every replica.
+   * Fixes the results of pending waits in one transaction: one UPDATE for all of them, the
+   * resolution hooks once with those that were still pending (a wait another replica resolved
+   * first keeps its result), and the doorbells that wake whoever waits for these results on every
+   * replica, several ids per bell. Returns the ids resolved here.
    */
-  async resolve(id: string, result: WaitResult): Promise<boolean> {
+  async resolveMany(resolutions: readonly WaitResolution[]): Promise<string[]> {
+    if (resolutions.length === 0) return [];
     return this.dataSource.transaction(async (manager) => {
-      const [rows] = await manager.query<[unknown[], number]>(
-        `UPDATE waits SET status = 'resolved', result = $2, resolved_at = now()
-          WHERE id = $1 AND status = 'pending' RETURNING id`,
-        [id, JSON.stringify(result)],
+      const [rows] = await manager.query<[Array<{ id: string }>, number]>(
+        `UPDATE waits w SET status = 'resolved', result = r.result, resolved_at = now(), owner = NULL
+           FROM unnest($1::text[], $2::jsonb[]) AS r(id, result)
+          WHERE w.id = r.id AND w.status = 'pending'
+          RETURNING w.id`,
+        [resolutions.map((r) => r.waitId), resolutions.map((r) => JSON.stringify(r.result))],
       );
-      if (rows.length === 0) return false;
-      for (const hook of this.resolutionHooks) await hook(manager, id, result);
-      await this.eventLog.ringDoorbell(manager, { kind: 'wait_resolved', waitId: id });
-      return true;
+      if (rows.length === 0) return [];
+      const resolvedIds = new Set(rows.map((r) => r.id));
+      const resolved = resolutions.filter((r) => resolvedIds.has(r.waitId));
+      for (const hook of this.resolutionHooks) await hook(manager, resolved);
+      for (const bell of resolvedWaitBells([...resolvedIds])) await this.eventLog.ringDoorbell(manager, bell);
+      return [...resolvedIds];
     });
   }
 
@@ -82,7 +218,7 @@ export class PersistedWaitRepository {
   async endForToken(manager: EntityManager, tokenId: string, reason: AccessEndReason): Promise<void> {
     const ended: AccessEnded = { error: 'unauthorized', reason };
     await manager.query(
-      `UPDATE waits SET status = 'resolved', result = $2, resolved_at = now()
+      `UPDATE waits SET status = 'resolved', result = $2, resolved_at = now(), owner = NULL
         WHERE token_id = $1 AND status = 'pending'`,
       [tokenId, JSON.stringify(ended)],
     );
@@ -92,7 +228,7 @@ export class PersistedWaitRepository {
   async endForLapsedTokens(manager: EntityManager): Promise<string[]> {
     const [rows] = await manager.query<[Array<{ token_id: string }>, number]>(
       `UPDATE waits w
-          SET status = 'resolved', resolved_at = now(),
+          SET status = 'resolved', resolved_at = now(), owner = NULL,
               result = jsonb_build_object('error', 'unauthorized', 'reason', ${LAPSE_REASON_SQL})
          FROM tokens t
         WHERE t.id = w.token_id AND w.status = 'pending' AND ${TOKEN_LAPSED_SQL}
@@ -104,7 +240,8 @@ export class PersistedWaitRepository {
   /** Ends a pending wait nobody needs any more (its task was cancelled): every replica stops watching. */
   async stop(manager: EntityManager, id: string): Promise<void> {
     await manager.query(
-      `UPDATE waits SET status = 'resolved', result = $2, resolved_at = now() WHERE id = $1 AND status = 'pending'`,
+      `UPDATE waits SET status = 'resolved', result = $2, resolved_at = now(), owner = NULL
+        WHERE id = $1 AND status = 'pending'`,
       [id, JSON.stringify(STOPPED)],
     );
     await this.eventLog.ringDoorbell(manager, { kind: 'wait_resolved', waitId: id });
@@ -114,7 +251,7 @@ export class PersistedWaitRepository {
   async remove(manager: EntityManager, ids: readonly string[]): Promise<void> {
     if (ids.length === 0) return;
     await manager.delete(PersistedWaitEntity, { id: In([...ids]) });
-    for (const id of ids) await this.eventLog.ringDoorbell(manager, { kind: 'wait_resolved', waitId: id });
+    for (const bell of resolvedWaitBells(ids)) await this.eventLog.ringDoorbell(manager, bell);
   }
 
   find(id: string): Promise<PersistedWaitEntity | null> {
@@ -125,14 +262,16 @@ export class PersistedWaitRepository {
     return this.dataSource.getRepository(PersistedWaitEntity).findOneBy({ id, tokenId });
   }
 
-  /** Pending waits: all, or the listed ones. */
-  pending(ids?: readonly string[]): Promise<PersistedWaitEntity[]> {
-    const query = this.dataSource
-      .getRepository(PersistedWaitEntity)
-      .createQueryBuilder('w')
-      .where(`w.status = 'pending'`);
-    if (ids) query.andWhere('w.id = ANY(:ids)', { ids });
-    return query.getMany();
+  /** The listed waits that exist (one query for a doorbell's worth of ids). */
+  findMany(ids: readonly string[]): Promise<PersistedWaitEntity[]> {
+    if (ids.length === 0) return Promise.resolve([]);
+    return this.dataSource.getRepository(PersistedWaitEntity).findBy({ id: In([...ids]) });
+  }
+
+  /** The listed waits that are pending and owned by `owner`. */
+  owned(owner: string, ids: readonly string[]): Promise<PersistedWaitEntity[]> {
+    if (ids.length === 0) return Promise.resolve([]);
+    return this.dataSource.getRepository(PersistedWaitEntity).findBy({ id: In([...ids]), owner, status: 'pending' });
   }
 
   /**

@@ -4,7 +4,7 @@
  * rings that are waiting, handed to the next run (for the wake latency metric).
  */
 export class SingleFlight {
-  private readonly running = new Map<string, { again: boolean; at: number | undefined }>();
+  private readonly running = new Map<string, { again: boolean; at: number | undefined; done?: Promise<void> }>();
 
   /** `failed` hears a run's error; the flight goes on (a ring during the failed run still runs). */
   constructor(private readonly failed: (err: unknown) => void) {}
@@ -14,6 +14,11 @@ export class SingleFlight {
     return this.running.size;
   }
 
+  /** Resolves when the key's work (with any run it still owes) is over; at once when none runs. */
+  async settled(key: string): Promise<void> {
+    await this.running.get(key)?.done;
+  }
+
   ring(key: string, at: number | undefined, run: (at: number | undefined) => Promise<void>): void {
     const running = this.running.get(key);
     if (running) {
@@ -21,9 +26,9 @@ export class SingleFlight {
       running.at = earliest(running.at, at);
       return;
     }
-    const state = { again: false, at };
+    const state: { again: boolean; at: number | undefined; done?: Promise<void> } = { again: false, at };
     this.running.set(key, state);
-    void (async () => {
+    state.done = (async () => {
       do {
         const bellAt = state.at;
         state.again = false;
@@ -35,6 +40,7 @@ export class SingleFlight {
   }
 }
 
-function earliest(a: number | undefined, b: number | undefined): number | undefined {
+/** The earlier of two commit times, either of which may be unknown. */
+export function earliest(a: number | undefined, b: number | undefined): number | undefined {
   return a === undefined ? b : b === undefined ? a : Math.min(a, b);
 }

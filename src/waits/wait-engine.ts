@@ -1,4 +1,6 @@
+import { hostname } from 'node:os';
 import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
+import { randomBase62 } from '../common/ids';
 import { AppConfig } from '../config/app-config';
 import { notFound } from '../common/errors';
 import { Doorbell } from '../events/doorbell';
@@ -11,6 +13,7 @@ import { AccessEndReason } from '../auth/credential-revocation';
 import { CredentialRepository } from '../auth/credential.repository';
 import { PersistedWaitEntity } from './persisted-wait.entity';
 import { PersistedWaitRepository } from './persisted-wait.repository';
+import { ResolutionQueue } from './resolution-queue';
 import { MailboxHead, WaitRepository } from './wait.repository';
 import {
   accessEndedError,
@@ -22,7 +25,7 @@ import {
   WaitSpec,
 } from './wait-spec';
 import { MessageRow, MessageWaiter, RequestFeedWaiter, RequestWaiter, ResultWaiter, Waiter } from './waiters';
-import { SingleFlight } from './single-flight';
+import { earliest, SingleFlight } from './single-flight';
 import { WaiterRegistry } from './waiter-registry';
 
 export interface ResultWaitOptions {
@@ -38,6 +41,17 @@ export interface ResultWaitOptions {
 
 /** Rows fetched per query when feeding message waits. */
 const PAGE = 500;
+/** Unowned waits claimed per statement. */
+const CLAIM_BATCH = 500;
+/** Waits whose results one query reads when resolution doorbells ring. */
+const RESULT_READ_BATCH = 5000;
+/** The single-flight keys of work done under the lease (see releaseLease). */
+const LEASE_WORK = ['lease', 'claim', 'owned', 'reconcile'];
+/**
+ * A lease lasts this many re-check periods. It is renewed every period; it only matters for an
+ * owner whose process hangs with its connections open (a dead process is seen by its session).
+ */
+const LEASE_PERIODS = 2;
 /**
  * How long a revocation is remembered: a wait authenticated just before it but parked just after
  * its doorbell still ends at once. Later than this the safety re-check finds the token revoked.
@@ -62,9 +76,16 @@ const REMEMBER_REVOKED_MS = 300_000;
  * `request` doorbells, end with the same revocations and drain, and are covered by the same safety
  * re-check; they do not settle on a change but re-read what they show (see RequestFeedWaiter).
  *
- * Persisted waits (websocket delivery, `wait_id`, tasks) are watched the same way by every replica,
- * so they survive the loss of the replica that created them; the first replica to see the outcome
- * fixes it in the database, and a doorbell tells the others and everyone waiting for that result.
+ * Persisted waits (websocket delivery, `wait_id`, tasks) are watched the same way, but by one
+ * replica each: the owner named in the wait's row, under a lease this process renews with the
+ * safety re-check (one statement, however many waits it owns, at the same moment so an idle
+ * replica's database work stays in one burst per period). The same lease tick ends the leases of
+ * processes that are gone (their doorbell listener's session left `pg_stat_activity`: a SIGKILLed
+ * or crashed replica) or that lapsed (a hung one), and claims unowned waits, so a dead owner's
+ * waits are watched again within ALCARTA_WAIT_RECHECK_SECONDS; a draining replica releases its
+ * lease at once. The owner writes outcomes in batches (see
+ * ResolutionQueue), and the resolution doorbell wakes whoever waits for those results on any
+ * replica (a `wait_id` poll, a websocket, tasks/result).
  */
 @Injectable()
 export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
@@ -79,6 +100,22 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
    */
   private readonly revoked = new Map<string, { at: number; reason: AccessEndReason | undefined }>();
   private safetyTimer: NodeJS.Timeout | undefined;
+  /** Between start() and the release of the lease (drain, shutdown). */
+  private leasing = false;
+  /**
+   * This process's name as the owner of persisted waits: host, pid and a random part, so that an
+   * operator can tell which process watches a wait, and a restarted process never inherits a lease.
+   */
+  readonly owner = `${hostname()
+    .replace(/[^A-Za-z0-9._-]/g, '-')
+    .slice(0, 64)}:${process.pid}:${randomBase62(6)}`;
+  /** Whether this process holds its lease (so a renewal that had to take it anew means it was lost). */
+  private leaseHeld = false;
+  private readonly resolutions: ResolutionQueue;
+  /** Waits named by resolution doorbells, to read in one query (with the earliest bell's commit time). */
+  private readonly resultChecks = new Map<string, number | undefined>();
+  /** Waits this process was told it owns (its own `wait_created` bells), to watch in one pass. */
+  private readonly ownedToWatch = new Set<string>();
 
   constructor(
     private readonly registry: WaiterRegistry,
@@ -88,25 +125,51 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
     private readonly config: AppConfig,
     private readonly drain: DrainState,
     private readonly metrics: Metrics,
-    listener: DoorbellListener,
+    private readonly listener: DoorbellListener,
   ) {
+    this.resolutions = new ResolutionQueue(persisted, metrics);
     listener.subscribe(this);
-    drain.onDrain(() => this.shutdownAll());
+    drain.onDrain(async () => {
+      this.shutdownAll();
+      await this.releaseLease();
+    });
   }
 
   /**
-   * Starts the periodic safety re-check and, in the background (so start-up does not wait for it),
-   * the watch of every pending persisted wait. Server only.
+   * Starts the periodic safety re-check and the lease: the first lease tick (in the background, so
+   * start-up does not wait for it) claims the waits nobody owns. Server only.
    */
   start(): void {
-    this.safetyTimer ??= setInterval(() => void this.safetyRecheck(), this.config.waitRecheckMs);
+    this.safetyTimer ??= setInterval(() => {
+      void this.safetyRecheck();
+      this.ringLease();
+    }, this.config.waitRecheckMs);
     this.safetyTimer.unref();
-    void this.watchPending().catch((err) => this.failed(err));
+    this.persisted.leaseOwner = this.owner;
+    this.leaseHeld = false;
+    this.leasing = true;
+    this.ringLease();
   }
 
-  onModuleDestroy(): void {
+  async onModuleDestroy(): Promise<void> {
     clearInterval(this.safetyTimer);
     this.shutdownAll();
+    await this.releaseLease();
+  }
+
+  /**
+   * Stops renewing, writes the outcomes still queued, and gives the lease up: this process's waits
+   * become unowned at once and a doorbell has another replica claim them (no wait for a lapse).
+   */
+  private async releaseLease(): Promise<void> {
+    if (!this.leasing) return;
+    this.leasing = false;
+    this.persisted.leaseOwner = undefined;
+    this.leaseHeld = false;
+    // A tick or claim under way would take the lease or waits again after the release.
+    for (const key of LEASE_WORK) await this.checks.settled(key);
+    await this.resolutions.idle();
+    await this.persisted.release(this.owner).catch((err) => this.failed(err));
   }
 
   /**
@@ -189,11 +252,69 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
     else waiter.evaluate(await this.repository.requests(waiter.spec.requestIds, { all: true }));
   }
 
-  /** Starts watching pending persisted waits this process does not watch yet (all, or the listed). */
-  private async watchPending(ids?: readonly string[]): Promise<void> {
+  private ringLease(): void {
+    this.singleFlight('lease', undefined, () => this.leaseTick());
+  }
+
+  /**
+   * Renews the lease, ends lapsed ones and claims unowned waits (more batches while they come full).
+   * A lease that had to be taken anew was lost (this process stalled past it, and another replica
+   * released its waits): every watch is dropped, the claim below takes back what is still unowned.
+   */
+  private async leaseTick(): Promise<void> {
+    if (!this.leasing || this.drain.isDraining) return;
+    const tick = await this.persisted.leaseTick(
+      this.owner,
+      this.listener.session,
+      LEASE_PERIODS * this.config.waitRecheckMs,
+      CLAIM_BATCH,
+    );
+    // Released meanwhile (draining): the release, which waited for this tick, has the last word.
+    if (!this.leasing) return;
+    if (tick.renewedAfterLoss && this.leaseHeld) {
+      this.logger.warn({
+        msg: 'wait lease was lost (it lapsed); watching only what is claimed again',
+        owner: this.owner,
+      });
+      this.metrics.waitLeaseLosses.inc();
+      for (const waiter of this.registry.all()) if (isWatch(waiter)) this.drop(waiter);
+    }
+    this.leaseHeld = true;
+    if (tick.lapsedOwners.length > 0) {
+      this.logger.log({ msg: 'took over the waits of lapsed wait leases', owners: tick.lapsedOwners });
+    }
+    await this.watchClaimed(tick.claimed);
+    if (tick.claimed.length === CLAIM_BATCH) await this.claimUnowned();
+  }
+
+  /** Claims unowned pending waits, batch after batch, and watches them. */
+  private async claimUnowned(): Promise<void> {
+    for (;;) {
+      if (!this.leaseHeld || this.drain.isDraining) return;
+      const claimed = await this.persisted.claim(this.owner, CLAIM_BATCH);
+      await this.watchClaimed(claimed);
+      if (claimed.length < CLAIM_BATCH) return;
+    }
+  }
+
+  private async watchClaimed(claimed: PersistedWaitEntity[]): Promise<void> {
+    if (claimed.length === 0) return;
+    this.metrics.waitClaims.inc(claimed.length);
+    await this.watchPending(claimed);
+  }
+
+  /** Its own `wait_created` bells: the waits this process stored and owns, watched in one pass. */
+  private async watchOwned(): Promise<void> {
+    const ids = [...this.ownedToWatch];
+    this.ownedToWatch.clear();
+    await this.watchPending(await this.persisted.owned(this.owner, ids));
+  }
+
+  /** Starts watching the given pending waits (owned by this process) that it does not watch yet. */
+  private async watchPending(pending: readonly PersistedWaitEntity[]): Promise<void> {
     if (this.drain.isDraining) return;
     const watched = this.registry.watchedPersisted();
-    const waits = (await this.persisted.pending(ids)).filter((wait) => !watched.has(wait.id));
+    const waits = pending.filter((wait) => !watched.has(wait.id) && !this.resolutions.has(wait.id));
     // Waits of a credential without access (a revoked or expired token) are not watched any more.
     const callers = await this.credentials.usable(waits.map((wait) => wait.tokenId));
     for (const wait of waits) {
@@ -236,24 +357,39 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
         : setTimeout(() => waiter.finish(waiter.timedOut()), remainingMs);
   }
 
-  private async resolvePersisted(waiter: Waiter & { persistedId?: string }, result: WaitResult): Promise<void> {
-    this.registry.remove(waiter as MessageWaiter | RequestWaiter);
-    try {
-      await this.persisted.resolve(waiter.persistedId!, result);
-    } catch (err) {
-      // Still pending in the database: the safety re-check finds it unwatched and watches it again.
-      this.failed(err);
-    }
+  /** Queues the outcome for the next batch write (ResolutionQueue); the watch is done. */
+  private resolvePersisted(waiter: MessageWaiter | RequestWaiter, result: WaitResult): void {
+    this.registry.remove(waiter);
+    this.resolutions.add(waiter.persistedId!, result);
   }
 
-  /** Another replica fixed this wait's result: stop watching it, and answer whoever waits for it. */
-  private async checkResult(waitId: string, at?: number): Promise<void> {
-    const watch = this.registry.persistedWatch(waitId);
-    const waiters = this.registry.resultWaiters(waitId);
-    const wait = watch || waiters.length > 0 ? await this.persisted.find(waitId) : null;
-    if (watch && wait?.status !== 'pending') this.drop(watch);
-    for (const w of waiters) w.evaluate(wait);
-    this.observeWakes('result', waiters, at);
+  /**
+   * Resolution doorbells named these waits: the results of those this process has a watch or a
+   * waiter for are read in one query when the current read is done (single flight).
+   */
+  private ringResults(waitIds: readonly string[], at: number | undefined): void {
+    for (const id of waitIds) {
+      if (!this.registry.persistedWatch(id) && this.registry.resultWaiters(id).length === 0) continue;
+      this.resultChecks.set(id, this.resultChecks.has(id) ? earliest(this.resultChecks.get(id), at) : at);
+    }
+    if (this.resultChecks.size > 0) this.singleFlight('results', undefined, () => this.checkResults());
+  }
+
+  /** Fixed results: a watch of a wait no longer pending is dropped, and whoever waits for it answered. */
+  private async checkResults(): Promise<void> {
+    while (this.resultChecks.size > 0) {
+      const batch = [...this.resultChecks].slice(0, RESULT_READ_BATCH);
+      for (const [id] of batch) this.resultChecks.delete(id);
+      const waits = new Map((await this.persisted.findMany(batch.map(([id]) => id))).map((w) => [w.id, w]));
+      for (const [id, at] of batch) {
+        const wait = waits.get(id) ?? null;
+        const watch = this.registry.persistedWatch(id);
+        if (watch && wait?.status !== 'pending') this.drop(watch);
+        const waiters = this.registry.resultWaiters(id);
+        for (const w of waiters) w.evaluate(wait);
+        this.observeWakes('result', waiters, at);
+      }
+    }
   }
 
   onDoorbell(bell: Doorbell): void {
@@ -266,14 +402,29 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
         this.ringFeeds(bell.mailboxId);
         return this.ringRequest(bell.requestId, bell.at);
       case 'wait_created':
-        return this.singleFlight(`n:${bell.waitId}`, undefined, () => this.watchPending([bell.waitId]));
+        // Stored by a replica that watches it itself, or unowned (stored while that replica held
+        // no lease): then every replica tries to claim it, and one gets it.
+        if (bell.owner === undefined) return this.ringClaim();
+        if (bell.owner !== this.owner) return;
+        this.ownedToWatch.add(bell.waitId);
+        return this.singleFlight('owned', undefined, () => this.watchOwned());
+      case 'waits_released':
+        return this.ringClaim();
       case 'wait_resolved':
-        return this.singleFlight(`w:${bell.waitId}`, bell.at, (at) => this.checkResult(bell.waitId, at));
+        return this.ringResults([bell.waitId], bell.at);
+      case 'waits_resolved':
+        return this.ringResults(bell.waitIds, bell.at);
     }
   }
 
   onListenerReconnected(): void {
     void this.safetyRecheck();
+    // The lease names the listener's session, which is a new one now.
+    this.ringLease();
+  }
+
+  private ringClaim(): void {
+    if (this.leaseHeld) this.singleFlight('claim', undefined, () => this.claimUnowned());
   }
 
   /**
@@ -425,19 +576,20 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
    */
   private async safetyRecheck(): Promise<void> {
     try {
-      const { heads, states, deliveries, pendingWaits, resolvedWaits, lapsedTokens, principalMailboxes } =
+      const { heads, states, deliveries, ownedWaits, resolvedWaits, lapsedTokens, principalMailboxes } =
         await this.repository.probe(
           this.registry.watchedMailboxes(),
           this.registry.watchedRequests(),
           this.registry.watchedResults(),
           this.registry.watchedTokens(),
+          this.leaseHeld ? this.owner : undefined,
         );
       for (const [tokenId, reason] of lapsedTokens) this.endAccess(tokenId, reason);
       for (const [principalId, mailboxes] of principalMailboxes) this.endLostAccess(principalId, mailboxes);
-      const watched = this.registry.watchedPersisted();
-      const unwatched = pendingWaits.filter((id) => !watched.has(id));
-      if (unwatched.length > 0) void this.watchPending(unwatched).catch((err) => this.failed(err));
-      for (const waitId of resolvedWaits) this.singleFlight(`w:${waitId}`, undefined, () => this.checkResult(waitId));
+      if (this.leaseHeld && ownedWaits !== this.registry.watchedPersisted().size) {
+        this.singleFlight('reconcile', undefined, () => this.reconcileOwned());
+      }
+      this.ringResults(resolvedWaits, undefined);
       for (const head of heads) {
         this.cursorKeys.set(head.mailboxId, head.cursorKey);
         if (this.registry.messageWaiters(head.mailboxId).some((w) => behind(w, head))) {
@@ -490,6 +642,22 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
     if (at === undefined) return;
     const seconds = Math.max(0, Date.now() - at) / 1000;
     for (const w of waiters) if (w.settled && !w.persistedId) this.metrics.wakeLatency.observe({ kind }, seconds);
+  }
+
+  /**
+   * The safety net for lost `wait_created` bells, failed batch writes and watches dropped while the
+   * wait stayed pending: what this process owns and what it watches are made the same. (Rare: the
+   * re-check only counts, this reads the ids when the counts differ.)
+   */
+  private async reconcileOwned(): Promise<void> {
+    if (!this.leaseHeld) return;
+    // Only watches that predate the read can be stale; one started meanwhile was claimed after it.
+    const before = this.registry.all().filter(isWatch);
+    const owned = new Set(await this.persisted.ownedIds(this.owner));
+    for (const watch of before) if (!owned.has(watch.persistedId!)) this.drop(watch);
+    const watched = this.registry.watchedPersisted();
+    const unwatched = [...owned].filter((id) => !watched.has(id) && !this.resolutions.has(id));
+    await this.watchPending(await this.persisted.owned(this.owner, unwatched));
   }
 
   /** Draining: every waiting client gets its shutdown answer; watches of persisted waits are dropped. */

@@ -155,8 +155,8 @@ export class WaitRepository {
 
   /**
    * The safety re-check of every parked wait of this process in one statement: heads of the
-   * watched mailboxes, states of the watched requests and of their deliveries, the pending persisted
-   * waits (which every replica watches), which of the awaited persisted results are fixed, and which
+   * watched mailboxes, states of the watched requests and of their deliveries, how many pending
+   * persisted waits `owner` owns, which of the awaited persisted results are fixed, and which
    * of the tokens the waits act for were revoked or expired, and what the OAuth principals among
    * them reach now.
    */
@@ -165,11 +165,12 @@ export class WaitRepository {
     requestIds: readonly string[],
     resultWaitIds: readonly string[],
     tokenIds: readonly string[],
+    owner: string | undefined,
   ): Promise<{
     heads: MailboxHead[];
     states: Map<string, RequestState>;
     deliveries: Map<string, DeliveryStatus>;
-    pendingWaits: string[];
+    ownedWaits: number;
     resolvedWaits: string[];
     lapsedTokens: Map<string, AccessEndReason>;
     principalMailboxes: Map<string, string[]>;
@@ -191,7 +192,7 @@ export class WaitRepository {
          FROM approval_requests r JOIN outbound_deliveries d ON d.message_id = r.sent_message_id
         WHERE r.id = ANY($3::text[])
        UNION ALL
-       SELECT 'p', id, NULL, NULL FROM waits WHERE status = 'pending'
+       SELECT 'p', '', NULL, count(*)::text FROM waits WHERE owner = $6 AND status = 'pending'
        UNION ALL
        SELECT 'x', id, NULL, NULL FROM waits WHERE id = ANY($4::text[]) AND status = 'resolved'
        UNION ALL
@@ -199,12 +200,12 @@ export class WaitRepository {
        UNION ALL
        SELECT 'g', c.id, NULL, array_to_string(c.mailboxes, ' ')
          FROM credentials c WHERE c.id = ANY($5::text[]) AND c.issuer IS NOT NULL`,
-      [mailboxes.all, mailboxes.all ? [] : mailboxes.ids, requestIds, resultWaitIds, tokenIds],
+      [mailboxes.all, mailboxes.all ? [] : mailboxes.ids, requestIds, resultWaitIds, tokenIds, owner ?? null],
     );
     const heads: MailboxHead[] = [];
     const states = new Map<string, RequestState>();
     const deliveries = new Map<string, DeliveryStatus>();
-    const pendingWaits: string[] = [];
+    let ownedWaits = 0;
     const resolvedWaits: string[] = [];
     const lapsedTokens = new Map<string, AccessEndReason>();
     const principalMailboxes = new Map<string, string[]>();
@@ -212,11 +213,11 @@ export class WaitRepository {
       if (r.kind === 'm') heads.push({ mailboxId: r.id, cursorKey: r.cursor_key!, seq: Number(r.value) });
       else if (r.kind === 'r') states.set(r.id, r.value as RequestState);
       else if (r.kind === 'd') deliveries.set(r.id, r.value as DeliveryStatus);
-      else if (r.kind === 'p') pendingWaits.push(r.id);
+      else if (r.kind === 'p') ownedWaits = Number(r.value);
       else if (r.kind === 'x') resolvedWaits.push(r.id);
       else if (r.kind === 't') lapsedTokens.set(r.id, r.value as AccessEndReason);
       else principalMailboxes.set(r.id, r.value ? r.value.split(' ') : []);
     }
-    return { heads, states, deliveries, pendingWaits, resolvedWaits, lapsedTokens, principalMailboxes };
+    return { heads, states, deliveries, ownedWaits, resolvedWaits, lapsedTokens, principalMailboxes };
   }
 }

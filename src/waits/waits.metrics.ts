@@ -11,7 +11,7 @@ export class WaitMetrics {
       name: 'alcarta_active_waits',
       help:
         'Waits parked in this process by kind (message, request) and delivery: poll (a blocking call), ' +
-        'websocket (an open socket), persisted (a stored wait this process watches; every replica does).',
+        'websocket (an open socket), persisted (a stored wait this process owns and watches; one replica each).',
       labelNames: ['kind', 'delivery'],
       registers: [metrics.registry],
       collect() {
