@@ -29,7 +29,7 @@ import { waitFor } from '../support/wait-for';
 import { BenchRow, databaseServer, printTable, runBenchmark } from './report';
 
 const PARKED = Number(process.env.BENCH_PARKED ?? 10_000);
-const OPEN_CONCURRENCY = Number(process.env.BENCH_OPEN_CONCURRENCY ?? 250);
+const OPEN_CONCURRENCY = Number(process.env.BENCH_OPEN_CONCURRENCY ?? 100);
 /** Mailboxes the parked waits spread over; one more (the first) carries the latency rounds. */
 const MAILBOXES = 20;
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 100);
@@ -37,6 +37,8 @@ const IDLE_SECONDS = Number(process.env.BENCH_IDLE_SECONDS ?? 20);
 const STATS_LAG_MS = 11_000;
 /** Parking thousands of waits on a busy 2-core machine takes a while. */
 const PARK_TIMEOUT_MS = Math.max(120_000, PARKED * 30);
+/** The parked waits' own timeout: they must outlast the parking and the measurements before the fan-out. */
+const PARKED_WAIT_SECONDS = 3600;
 
 const token = randomSecret();
 const rows: BenchRow[] = [];
@@ -276,6 +278,8 @@ async function main(): Promise<void> {
     ALCARTA_DB_POOL_SIZE: '10',
     // One token opens thousands of waits at once: a load test, not a client to protect others from.
     ALCARTA_RATE_LIMIT_PER_SECOND: '0',
+    // Parking 10,000 waits on a busy machine can take longer than the default 300 s cap.
+    ALCARTA_MAX_MESSAGE_WAIT_SECONDS: String(PARKED_WAIT_SECONDS),
   };
   const a = await spawnServer(env);
   const b = await spawnServer(env);
@@ -305,7 +309,7 @@ async function main(): Promise<void> {
     const before = await rssKiB(a.pid);
 
     const opening = performance.now();
-    const parked = await startAll(PARKED, (i) => messageWait(a, parkMailboxes[i % MAILBOXES], 600));
+    const parked = await startAll(PARKED, (i) => messageWait(a, parkMailboxes[i % MAILBOXES], PARKED_WAIT_SECONDS));
     await waitFor(`${PARKED} parked waits`, async () => (await activeWaits(a.url)) === PARKED, {
       timeoutMs: PARK_TIMEOUT_MS,
       intervalMs: 200,
@@ -355,7 +359,7 @@ async function main(): Promise<void> {
     const beforeWaits = await rssKiB(a.pid);
     const creating = performance.now();
     const created = await startAll(PARKED, (i) => {
-      const url = createSocketWait(a, parkMailboxes[i % MAILBOXES], 600);
+      const url = createSocketWait(a, parkMailboxes[i % MAILBOXES], PARKED_WAIT_SECONDS);
       return { url, accepted: url.then(() => undefined) };
     });
     const urls = await Promise.all(created.map((c) => c.url));
