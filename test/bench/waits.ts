@@ -99,7 +99,7 @@ function toolResult(text: string): any {
     .filter((l) => l.startsWith('data: '))
     .map((l) => JSON.parse(l.slice(6)))
     .find((m) => m.id !== undefined);
-  if (!response?.result) throw new Error(`no tool result in: ${text.slice(0, 300)}`);
+  if (!response?.result || response.result.isError) throw new Error(`no tool result in: ${text.slice(0, 400)}`);
   return response.result.structuredContent;
 }
 
@@ -264,6 +264,11 @@ function latencyRow(label: string, measured: string, samples: number[]): BenchRo
   ];
 }
 
+/** A line on stderr, so a long run shows where it is (the table goes to stdout at the end). */
+function progress(step: string): void {
+  process.stderr.write(`${new Date().toISOString().slice(11, 19)} ${step}\n`);
+}
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const count = (n: number) => n.toLocaleString('en-US');
 
@@ -303,11 +308,17 @@ async function main(): Promise<void> {
       return (t1 - t0 - 1) / (IDLE_SECONDS + STATS_LAG_MS / 1000);
     };
 
-    // Warm up the code paths, then measure the resting size and the database's idle rate.
-    await Promise.all(Array.from({ length: 200 }, (_, i) => messageWait(a, parkMailboxes[i % MAILBOXES], 0).result));
+    // Warm up the code paths and the database pool (its connections open on first use; a burst on
+    // a cold pool on a busy machine can wait past the pool's 3 s connect timeout), then measure the
+    // resting size and the database's idle rate.
+    for (let i = 0; i < 20; i++) await messageWait(a, parkMailboxes[i % MAILBOXES], 0).result;
+    const warmUp = await startAll(200, (i) => messageWait(a, parkMailboxes[i % MAILBOXES], 0));
+    await Promise.all(warmUp.map((w) => w.result));
+    progress('warmed up; idle database rate with none parked');
     const idleNone = await idleRate();
     const before = await rssKiB(a.pid);
 
+    progress(`parking ${PARKED} waits`);
     const opening = performance.now();
     const parked = await startAll(PARKED, (i) => messageWait(a, parkMailboxes[i % MAILBOXES], PARKED_WAIT_SECONDS));
     await waitFor(`${PARKED} parked waits`, async () => (await activeWaits(a.url)) === PARKED, {
@@ -325,6 +336,7 @@ async function main(): Promise<void> {
       perWait <= 32 ? 'met (≤ 32 KiB)' : 'MISSED (≤ 32 KiB)',
     ]);
 
+    progress('wake latency rounds');
     for (const [label, waitOn, via] of [
       ['wake latency, same replica', a, a],
       ['wake latency, across replicas', a, b],
@@ -333,6 +345,7 @@ async function main(): Promise<void> {
       rows.push(latencyRow(label, `${count(PARKED)} others parked, ingest response → wait result`, samples));
     }
 
+    progress('idle database rate with the waits parked');
     const idleParked = await idleRate();
     rows.push([
       'idle database cost',
@@ -341,6 +354,7 @@ async function main(): Promise<void> {
       idleParked <= 2 ? 'met (≤ 2/s)' : 'MISSED (≤ 2/s)',
     ]);
 
+    progress('fan-out');
     const started = performance.now();
     await wakeAll();
     const results = await Promise.all(parked.map((w) => w.result));
@@ -357,6 +371,7 @@ async function main(): Promise<void> {
     // difference is what an open socket costs.
     await sleep(2000);
     const beforeWaits = await rssKiB(a.pid);
+    progress(`creating ${PARKED} websocket waits`);
     const creating = performance.now();
     const created = await startAll(PARKED, (i) => {
       const url = createSocketWait(a, parkMailboxes[i % MAILBOXES], PARKED_WAIT_SECONDS);
@@ -390,6 +405,7 @@ async function main(): Promise<void> {
       `${perSocket.toFixed(1)} KiB per socket (+ ${perWatch.toFixed(1)} KiB per watched stored wait)`,
       '(no target)',
     ]);
+    progress('socket fan-out');
     const socketsStarted = performance.now();
     await wakeAll();
     const socketResults = await Promise.all(sockets.map((s) => s.result));
