@@ -285,6 +285,9 @@ async function main(): Promise<void> {
     ALCARTA_RATE_LIMIT_PER_SECOND: '0',
     // Parking 10,000 waits on a busy machine can take longer than the default 300 s cap.
     ALCARTA_MAX_MESSAGE_WAIT_SECONDS: String(PARKED_WAIT_SECONDS),
+    // All the websocket waits are created before the first socket opens: creating 10,000 takes
+    // longer than the default 30 s connect window of the first tickets (410 Gone).
+    ALCARTA_WS_CONNECT_TTL_SECONDS: '3600',
   };
   const a = await spawnServer(env);
   const b = await spawnServer(env);
