@@ -33,6 +33,7 @@ export class AppConfig {
   readonly headersTimeoutMs: number;
   readonly requestTimeoutMs: number;
   readonly unreadResponseTimeoutMs: number;
+  readonly listenBacklog: number;
   /** 0: no rate limit. */
   readonly rateLimitPerSecond: number;
   /** Undefined: no SMTP listener. */
@@ -97,6 +98,7 @@ export class AppConfig {
     // Node requires the whole-request limit to be at least the headers limit.
     this.requestTimeoutMs = Math.max(env.ALCARTA_BODY_TIMEOUT_SECONDS, env.ALCARTA_HEADERS_TIMEOUT_SECONDS) * 1000;
     this.unreadResponseTimeoutMs = env.ALCARTA_UNREAD_RESPONSE_TIMEOUT_SECONDS * 1000;
+    this.listenBacklog = env.ALCARTA_LISTEN_BACKLOG;
     this.rateLimitPerSecond = env.ALCARTA_RATE_LIMIT_PER_SECOND;
     this.smtpPort = env.ALCARTA_SMTP_PORT === 'off' ? undefined : Number(env.ALCARTA_SMTP_PORT);
     this.smtpHostname = env.ALCARTA_SMTP_HOSTNAME ?? hostname();

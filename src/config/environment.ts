@@ -176,6 +176,16 @@ export class Environment {
   @Max(3600)
   ALCARTA_UNREAD_RESPONSE_TIMEOUT_SECONDS: number = 60;
 
+  /**
+   * Connections the kernel queues for the HTTP listener before the server accepts them (Node's own
+   * default is 511). Linux caps it at net.core.somaxconn.
+   */
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(65535)
+  ALCARTA_LISTEN_BACKLOG: number = 4096;
+
   /** Requests per second per credential and replica (burst: twice that); 0 turns limiting off. */
   @Type(() => Number)
   @IsInt()

@@ -8,6 +8,7 @@ export interface ConnectionLimits {
   headersTimeoutMs: number;
   requestTimeoutMs: number;
   unreadResponseTimeoutMs: number;
+  listenBacklog: number;
 }
 
 export function connectionLimits(config: AppConfig): ConnectionLimits {
@@ -15,6 +16,7 @@ export function connectionLimits(config: AppConfig): ConnectionLimits {
     headersTimeoutMs: config.headersTimeoutMs,
     requestTimeoutMs: config.requestTimeoutMs,
     unreadResponseTimeoutMs: config.unreadResponseTimeoutMs,
+    listenBacklog: config.listenBacklog,
   };
 }
 
@@ -24,6 +26,10 @@ export function connectionLimits(config: AppConfig): ConnectionLimits {
  * `connectionsCheckingInterval` (30 s by default, a constructor option): that is why the server is
  * created here instead of by Nest. Once a request has arrived in full, neither limit applies any
  * more, so a parked wait (its response open for hours) and an upgraded websocket are not cut.
+ * It listens with ALCARTA_LISTEN_BACKLOG: with Node's default of 511, a burst of thousands of new
+ * connections (agents opening their waits at once) overflows the kernel's accept queue, and the
+ * dropped connection attempts come back only after TCP's retransmission delays (1 s, 3 s, 7 s),
+ * beyond many clients' connect timeouts.
  */
 export class AlcartaExpressAdapter extends ExpressAdapter {
   private unread: UnreadResponseGuard | undefined;
@@ -44,6 +50,16 @@ export class AlcartaExpressAdapter extends ExpressAdapter {
     );
     this.unread = new UnreadResponseGuard(server, this.limits.unreadResponseTimeoutMs);
     this.setHttpServer(server);
+  }
+
+  override listen(port: string | number, callback?: () => void): Server;
+  override listen(port: string | number, hostname: string, callback?: () => void): Server;
+  override listen(port: string | number, hostOrCallback?: string | (() => void), callback?: () => void): Server {
+    const host = typeof hostOrCallback === 'string' ? hostOrCallback : undefined;
+    return (this.getHttpServer() as Server).listen(
+      { port: Number(port), host, backlog: this.limits.listenBacklog },
+      typeof hostOrCallback === 'function' ? hostOrCallback : callback,
+    );
   }
 
   override close(): Promise<unknown> | undefined {

@@ -1,31 +1,42 @@
-import { Request, RequestHandler, Response } from 'express';
+import { NextFunction, Request, RequestHandler, Response } from 'express';
 import { Logger } from 'pino';
-import pinoHttp from 'pino-http';
 import { AuthenticatedRequest } from '../auth/auth.decorators';
-import { serializeError } from '../logging/logger';
 
 /**
- * One JSON line per HTTP request: method, path, status, duration. Headers, query strings and bodies
- * are deliberately not logged: they carry bearer secrets, websocket tickets and mail. A secret in
- * the path itself (`DELETE /v1/tokens/alc_…`) is masked when the line is written (logger.ts).
- * The caller is named by ids only (token id, or OAuth principal, subject and client), never by its token.
+ * One JSON line per HTTP request, written when its response ends: request id, method, path,
+ * caller, status, duration. Headers, query strings and bodies are deliberately not logged: they
+ * carry bearer secrets, websocket tickets and mail. A secret in the path itself
+ * (`DELETE /v1/tokens/alc_…`) is masked when the line is written (logger.ts). The caller is named
+ * by ids only (token id, or OAuth principal, subject and client), never by its token.
+ *
+ * The line is built from the root logger at the end, with no per-request child loggers (which is
+ * what pino-http keeps on every request): a parked wait holds its request for minutes or hours,
+ * and three child loggers with their own hidden classes cost several KiB per parked wait.
  */
 export function requestLogger(logger: Logger): RequestHandler {
-  return pinoHttp({
-    logger,
-    quietReqLogger: true,
-    customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : 'info'),
-    customSuccessMessage: () => 'request completed',
-    customErrorMessage: () => 'request failed',
-    serializers: {
-      req: (req: Request) => ({ method: req.method, path: (req.originalUrl ?? req.url ?? '').split('?')[0] }),
-      res: (res: Response) => ({ status: res.statusCode }),
-      err: serializeError,
-    },
-    wrapSerializers: false,
-    customProps: (req) => {
+  let lastId = 0;
+  return (req: Request, res: Response, next: NextFunction) => {
+    const reqId = ++lastId;
+    const startedAt = Date.now();
+    const done = () => {
+      res.removeListener('close', done);
+      res.removeListener('finish', done);
       const caller = (req as AuthenticatedRequest).caller;
-      return caller ? { caller: caller.logIdentity } : {};
-    },
-  });
+      const failed = res.statusCode >= 500;
+      logger[failed ? 'error' : 'info'](
+        {
+          reqId,
+          req: { method: req.method, path: (req.originalUrl ?? req.url ?? '').split('?')[0] },
+          ...(caller && { caller: caller.logIdentity }),
+          res: { status: res.statusCode },
+          ...(failed && { err: new Error(`failed with status code ${res.statusCode}`) }),
+          responseTime: Date.now() - startedAt,
+        },
+        failed ? 'request failed' : 'request completed',
+      );
+    };
+    res.on('close', done);
+    res.on('finish', done);
+    next();
+  };
 }
