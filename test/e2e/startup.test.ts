@@ -10,6 +10,7 @@ import { RestClient } from '../support/rest';
 import { launchServer, runCli, scrubbed, secretsIn, spawnServer, SpawnedServer } from '../support/spawned-server';
 import { randomSecret } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
+import { MIGRATION_LOCK_KEY } from '#app/database/migration-runner.js';
 
 const GRACE_SECONDS = 10;
 
@@ -169,6 +170,32 @@ describe('server process start-up', () => {
     const server = await start(env);
     await createMailbox(server.url, secret, 'migrated@example.com');
     await stop(server);
+  });
+
+  it('a replica waiting for another one’s migrations does not block its index builds (CREATE INDEX CONCURRENTLY)', async () => {
+    const db = await freshDatabase();
+    // This test's session plays the replica that migrates: it holds the migration lock.
+    await db.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+    const waiting = await launchServer({ DATABASE_URL: db.url, ALCARTA_BOOTSTRAP_TOKEN: randomSecret() });
+    servers.push(waiting);
+    await waitFor('the second replica asking for the migration lock', async () => {
+      const [{ n }] = await db.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_stat_activity
+          WHERE datname = current_database() AND pid <> pg_backend_pid() AND query ILIKE '%advisory_lock%'`,
+      );
+      return n > 0;
+    });
+    // An index build waits for every older snapshot: a replica blocked in pg_advisory_lock holds one.
+    await db.query(`SET statement_timeout = '15s'`);
+    await db.query('CREATE TABLE migration_probe (x int)');
+    await db.query('CREATE INDEX CONCURRENTLY migration_probe_x ON migration_probe (x)');
+    await db.query('RESET statement_timeout');
+    await db.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
+    await waitFor('the second replica to migrate and start', async () => {
+      const res = await fetch(`${waiting.url}/health/ready`).catch(() => undefined);
+      return res?.status === 200;
+    });
+    await stop(waiting);
   });
 
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
