@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { simpleParser } from 'mailparser';
-import { Browser, Page } from 'playwright-core';
-import { launchChromium } from '../support/browser';
+import { Browser } from 'playwright-core';
+import { axeViolations, launchChromium } from '../support/browser';
 import { callOk, connectMcp } from '../support/mcp';
 import { activeWaits, metricValue } from '../support/metrics';
 import { TestSmtpRelay } from '../support/smtp-relay';
@@ -15,7 +15,6 @@ import { waitFor } from '../support/wait-for';
 /** Long enough for any wake-up on a busy machine, short enough to end as a result, not an SDK timeout. */
 const BLOCK = 50;
 const SCREENSHOTS = join(process.cwd(), 'test-output', 'screenshots');
-const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 /** The narrowest screen a link page must fit (a phone), in CSS pixels. */
 const PHONE_WIDTH = 375;
 
@@ -91,16 +90,6 @@ describe('approval by email', () => {
     it(name, async (t) => (skipReason ? t.skip(skipReason) : body()));
   };
   /** The page's serious and critical axe violations (the context must bypass CSP to add axe). */
-  const axeViolations = async (p: Page) => {
-    await p.addScriptTag({ content: AXE_SOURCE });
-    return p.evaluate(async () => {
-      const axe = (globalThis as any).axe;
-      const result = await axe.run({ exclude: [] }, { iframes: false });
-      return result.violations
-        .filter((v: any) => v.impact === 'serious' || v.impact === 'critical')
-        .map((v: any) => `${v.id}: ${v.nodes.map((n: any) => n.target.join(' ')).join(', ')}`);
-    });
-  };
   const sentAttempts = () => metricValue(server.url, 'alcarta_approval_mail_attempts_total', { outcome: 'sent' });
   const requestState = (requestId: string) => callOk(agent, 'get_request', { request_id: requestId });
   const newRequest = async (targetMailbox = mailboxId, extra: Record<string, unknown> = {}) =>

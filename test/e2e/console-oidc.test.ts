@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { Browser, BrowserContext, Page } from 'playwright-core';
 import { CredentialRepository } from '#app/auth/credential.repository.js';
 import { freePort } from '#app/common/net.js';
-import { launchChromium } from '../support/browser';
+import { axeViolations, launchChromium } from '../support/browser';
 import { CONSOLE_CLIENT, IdentityProvider, startIdentityProvider } from '../support/identity-provider';
 import { callOk, connectMcp } from '../support/mcp';
 import { activeWaits } from '../support/metrics';
@@ -14,7 +14,6 @@ import { createMailbox, createToken, startTestServer, TestServer } from '../supp
 import { waitFor } from '../support/wait-for';
 
 const SCREENSHOTS = join(process.cwd(), 'test-output', 'screenshots');
-const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 
 /** Long enough for any wake-up on a busy machine, short enough to end as a result, not an SDK timeout. */
 const BLOCK = 50;
@@ -251,14 +250,7 @@ describe('console sign-in with OpenID Connect', () => {
       for (const width of [1280, 375]) {
         await p.setViewportSize({ width, height: 700 });
         await p.goto(url(path));
-        await p.addScriptTag({ content: AXE_SOURCE });
-        const violations = await p.evaluate(async () => {
-          const axe = (globalThis as any).axe;
-          const result = await axe.run({ exclude: [] }, { iframes: false });
-          return result.violations
-            .filter((v: any) => v.impact === 'serious' || v.impact === 'critical')
-            .map((v: any) => `${v.id}: ${v.nodes.map((n: any) => n.target.join(' ')).join(', ')}`);
-        });
+        const violations = await axeViolations(p);
         assert.deepEqual(violations, [], `${name} at ${width} px`);
         const overflow = await p.evaluate('document.documentElement.scrollWidth > window.innerWidth');
         assert.equal(overflow, false, `${name} fits ${width} px`);

@@ -1,5 +1,5 @@
-import { existsSync } from 'node:fs';
-import { chromium, Browser } from 'playwright-core';
+import { existsSync, readFileSync } from 'node:fs';
+import { chromium, Browser, Page } from 'playwright-core';
 
 /** Debian's Chromium, or ALCARTA_TEST_CHROMIUM. */
 export const CHROMIUM = process.env.ALCARTA_TEST_CHROMIUM ?? '/usr/bin/chromium';
@@ -17,4 +17,18 @@ export async function launchChromium(args: string[] = []): Promise<{ browser: Br
     return { skip: message };
   }
   return { browser: await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', ...args] }) };
+}
+
+const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
+
+/** The serious and critical axe-core violations of the page as it is now, one line each. */
+export async function axeViolations(page: Page): Promise<string[]> {
+  await page.addScriptTag({ content: AXE_SOURCE });
+  return page.evaluate(async () => {
+    const axe = (globalThis as any).axe;
+    const result = await axe.run({ exclude: [] }, { iframes: false });
+    return result.violations
+      .filter((v: any) => v.impact === 'serious' || v.impact === 'critical')
+      .map((v: any) => `${v.id}: ${v.nodes.map((n: any) => n.target.join(' ')).join(', ')}`);
+  });
 }
