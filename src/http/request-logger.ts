@@ -21,9 +21,12 @@ export function requestLogger(logger: Logger): RequestHandler {
     const done = () => {
       res.removeListener('close', done);
       res.removeListener('finish', done);
-      const caller = (req as AuthenticatedRequest).caller;
       const failed = res.statusCode >= 500;
-      logger[failed ? 'error' : 'info'](
+      const level = failed ? 'error' : 'info';
+      // Below the configured level the line is not built at all (thousands of waits end at once).
+      if (!logger.isLevelEnabled(level)) return;
+      const caller = (req as AuthenticatedRequest).caller;
+      logger[level](
         {
           reqId,
           req: { method: req.method, path: (req.originalUrl ?? req.url ?? '').split('?')[0] },

@@ -4,6 +4,7 @@ import type { CallToolRequest, JSONRPCMessage, RequestId } from '@modelcontextpr
 import { Request, Response } from 'express';
 import { Caller } from '../auth/caller';
 import { AppConfig } from '../config/app-config';
+import { stringifyOnce } from '../common/json-once';
 import { CallCancellations } from './call-cancellations';
 import { jsonRpcError } from './json-rpc';
 import { progressNotifier } from './progress';
@@ -59,6 +60,7 @@ export class BlockingCallResponder {
   ): Promise<void> {
     const abort = new AbortController();
     let cancelled = false;
+    let answered = false;
     const send = (message: JSONRPCMessage) => {
       if (!cancelled && !res.writableEnded) res.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
     };
@@ -66,13 +68,19 @@ export class BlockingCallResponder {
       cancelled = true;
       abort.abort();
     });
-    res.on('close', () => abort.abort());
+    // The client going away ends the wait. Once the call is answered its closing is normal and
+    // aborts nothing: an abort builds a DOMException, which thousands of answers at once feel.
+    const onClose = () => {
+      if (!answered) abort.abort();
+    };
+    res.on('close', onClose);
     res.writeHead(200, SSE_HEADERS);
     res.flushHeaders();
     const keepalive = setInterval(() => {
       if (!res.writableEnded) res.write(': keepalive\n\n');
     }, this.config.keepaliveMs);
 
+    let response: string;
     try {
       const result = await this.catalog.call(call.params.name, call.params.arguments, {
         caller,
@@ -83,14 +91,19 @@ export class BlockingCallResponder {
           return Promise.resolve();
         }),
       });
-      send({ jsonrpc: '2.0', id: call.id, result });
+      // JSON.stringify({ jsonrpc, id, result }), with a result shared by many calls serialised once.
+      response = `{"jsonrpc":"2.0","id":${JSON.stringify(call.id)},"result":${stringifyOnce(result)}}`;
     } catch (err) {
       const error = err instanceof McpError ? err : new McpError(ErrorCode.InternalError, 'Internal error');
-      send(jsonRpcError(call.id, error.code, error.message, error.data));
+      response = JSON.stringify(jsonRpcError(call.id, error.code, error.message, error.data));
     } finally {
+      answered = true;
+      res.off('close', onClose);
       untrack();
       clearInterval(keepalive);
-      res.end();
     }
+    // The response and the end of the stream in one write.
+    if (cancelled || res.writableEnded) res.end();
+    else res.end(`event: message\ndata: ${response}\n\n`);
   }
 }

@@ -153,8 +153,22 @@ const TEXT_MIRROR_MAX_CHARS = 64 * 1024;
 /** In an abridged text item, each longer string (a message's text or html) keeps this many characters. */
 const ABRIDGED_STRING_CHARS = 2000;
 
+/**
+ * The tool result of each result object, built once: waits that end alike share one result object
+ * (SharedResults), and so share one tool result, which the blocking-call responder serialises once.
+ */
+const toolResults = new WeakMap<object, CallToolResult>();
+
 function success(data: object): CallToolResult {
-  return { content: [{ type: 'text', text: textMirror(data) }], structuredContent: data as Record<string, unknown> };
+  let result = toolResults.get(data);
+  if (!result) {
+    result = {
+      content: [{ type: 'text', text: textMirror(data) }],
+      structuredContent: data as Record<string, unknown>,
+    };
+    toolResults.set(data, result);
+  }
+  return result;
 }
 
 /**

@@ -24,7 +24,15 @@ import {
   WaitResult,
   WaitSpec,
 } from './wait-spec';
-import { MessageRow, MessageWaiter, RequestFeedWaiter, RequestWaiter, ResultWaiter, Waiter } from './waiters';
+import {
+  MessageRow,
+  MessageWaiter,
+  RequestFeedWaiter,
+  RequestWaiter,
+  ResultWaiter,
+  SharedResults,
+  Waiter,
+} from './waiters';
 import { earliest, SingleFlight } from './single-flight';
 import { WaiterRegistry } from './waiter-registry';
 
@@ -241,7 +249,8 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
       return result;
     } finally {
       signal?.removeEventListener('abort', release);
-      waiter.finish(waiter.timedOut());
+      // Usually settled already: its timeout result (a cursor to encode) is built only when needed.
+      if (!waiter.settled) waiter.finish(waiter.timedOut());
       this.registry.remove(waiter);
     }
   }
@@ -550,8 +559,9 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
         .filter((p) => p.cursorKey >= last.cursorKey)
         .map((p) => (p.cursorKey === last.cursorKey ? { ...p, after: last.seq } : p));
     }
+    const shared = new SharedResults();
     for (const w of waiters) {
-      w.settleIfMatched();
+      w.settleIfMatched(shared);
       if (w.needsOwnScan && !w.settled)
         void this.ownScan(w).then(
           () => w.settleIfMatched(),

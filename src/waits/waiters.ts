@@ -81,8 +81,44 @@ export abstract class Waiter {
   abstract shutdown(): WaitResult;
 }
 
+/**
+ * The results of one feed pass, built once for all the waiters it settles: each row's event is one
+ * object, and waiters that end with the same matches at the same position share one result object
+ * (a commit into a mailbox with many waiters at the head settles them all alike). Results are never
+ * modified after they are built, so whoever answers them can serialise a shared one once (see
+ * stringifyOnce).
+ */
+export class SharedResults {
+  private readonly events = new Map<MessageRow, object>();
+  private readonly results = new Map<string, WaitResult>();
+
+  matched(rows: readonly MessageRow[], cursor: MessageCursor): WaitResult {
+    const nextCursor = cursor.toString();
+    const key = `${nextCursor} ${rows.map((r) => r.id).join(' ')}`;
+    let result = this.results.get(key);
+    if (!result) {
+      result = {
+        matched: true,
+        timed_out: false,
+        shutdown: false,
+        events: rows.map((r) => this.event(r)),
+        next_cursor: nextCursor,
+      };
+      this.results.set(key, result);
+    }
+    return result;
+  }
+
+  private event(row: MessageRow): object {
+    let event = this.events.get(row);
+    if (!event) this.events.set(row, (event = messageEvent(row)));
+    return event;
+  }
+}
+
 export class MessageWaiter extends Waiter {
-  private matches: object[] = [];
+  /** The rows matched so far (their events are built when it settles). */
+  private matches: MessageRow[] = [];
   /** Set when a scan could not feed this waiter contiguously; it then needs a scan of its own. */
   needsOwnScan = false;
 
@@ -129,22 +165,14 @@ export class MessageWaiter extends Waiter {
         this.needsOwnScan = true;
         return;
       }
-      if (this.matchesRow(row)) this.matches.push(messageEvent(row));
+      if (this.matchesRow(row)) this.matches.push(row);
       this.cursor = this.cursor.advancedTo([[row.cursorKey, row.seq]]);
     }
   }
 
-  /** Settles with the matches collected so far, if there are any. */
-  settleIfMatched(): void {
-    if (this.matches.length > 0) {
-      this.finish({
-        matched: true,
-        timed_out: false,
-        shutdown: false,
-        events: this.matches,
-        next_cursor: this.cursor.toString(),
-      });
-    }
+  /** Settles with the matches collected so far, if there are any (a result `shared` with its pass's others). */
+  settleIfMatched(shared: SharedResults = new SharedResults()): void {
+    if (this.matches.length > 0 && !this.settled) this.finish(shared.matched(this.matches, this.cursor));
   }
 
   timedOut(): WaitResult {
