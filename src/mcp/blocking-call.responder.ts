@@ -70,10 +70,10 @@ export class BlockingCallResponder {
     });
     // The client going away ends the wait. Once the call is answered its closing is normal and
     // aborts nothing: an abort builds a DOMException, which thousands of answers at once feel.
-    const onClose = () => {
+    // (The listener stays: removing it costs more than the check, and the response goes soon.)
+    res.on('close', () => {
       if (!answered) abort.abort();
-    };
-    res.on('close', onClose);
+    });
     res.writeHead(200, SSE_HEADERS);
     res.flushHeaders();
     const keepalive = setInterval(() => {
@@ -98,7 +98,6 @@ export class BlockingCallResponder {
       response = JSON.stringify(jsonRpcError(call.id, error.code, error.message, error.data));
     } finally {
       answered = true;
-      res.off('close', onClose);
       untrack();
       clearInterval(keepalive);
     }

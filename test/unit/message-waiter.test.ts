@@ -4,7 +4,8 @@ import { Caller } from '#app/auth/caller.js';
 import { MessageCursor } from '#app/mail/message-cursor.js';
 import type { PersistedWaitEntity } from '#app/waits/persisted-wait.entity.js';
 import type { MessageWaitSpec, WaitResult } from '#app/waits/wait-spec.js';
-import { MAX_EVENTS, MessageRow, MessageWaiter, ResultWaiter } from '#app/waits/waiters.js';
+import { stringifyOnce } from '#app/common/json-once.js';
+import { MAX_EVENTS, MessageRow, MessageWaiter, ResultWaiter, SharedResults } from '#app/waits/waiters.js';
 
 const caller = new Caller('tok_a', new Set(['mail:read']), ['mbx_a', 'mbx_b']);
 
@@ -124,6 +125,56 @@ describe('MessageWaiter', () => {
     waiter.endAccess('token_expired');
     assert.equal(waiter.accessEnded, 'token_revoked');
     assert.equal((await waiter.result).matched, false);
+  });
+});
+
+describe('SharedResults', () => {
+  it('waiters of one pass that end with the same matches at the same position share one result', async () => {
+    const rows = [row(1, { from: 'noise@example.org' }), row(2), row(3, { from: 'bob@example.org', subject: 'Hello' })];
+    const fromStart = new MessageWaiter(spec({ from: 'alice@example.com' }), MessageCursor.START);
+    const fromOne = new MessageWaiter(spec({ from: 'alice@example.com' }), MessageCursor.fromPositions([[1, 1]]));
+    const unfiltered = new MessageWaiter(spec(), MessageCursor.fromPositions([[1, 1]]));
+    const invoices = new MessageWaiter(spec({ subjectContains: 'invoice' }), MessageCursor.fromPositions([[1, 1]]));
+    const shared = new SharedResults();
+    for (const w of [fromStart, fromOne, unfiltered, invoices]) {
+      w.consume(rows);
+      w.settleIfMatched(shared);
+    }
+    const [a, b, c, d] = await Promise.all([fromStart, fromOne, unfiltered, invoices].map((w) => w.result));
+    assert.equal(a, b, 'same matches, same position: one object');
+    assert.equal(a, d);
+    assert.deepEqual(ids(a), ['msg_2']);
+    assert.notEqual(a, c, 'other matches: a result of its own');
+    assert.deepEqual(ids(c), ['msg_2', 'msg_3']);
+    assert.equal(a.events[0], c.events[0], 'each row’s event is built once');
+    assert.equal(a.next_cursor, c.next_cursor);
+  });
+
+  it('waiters at different positions after the pass do not share', async () => {
+    const shared = new SharedResults();
+    const one = new MessageWaiter(spec(), MessageCursor.START);
+    const other = new MessageWaiter(
+      spec(),
+      MessageCursor.fromPositions([
+        [1, 1],
+        [2, 5],
+      ]),
+    );
+    for (const w of [one, other]) {
+      w.consume([row(2), row(3)].map((r) => ({ ...r, seq: r.seq - 1 })));
+      w.settleIfMatched(shared);
+    }
+    const [a, b] = await Promise.all([one.result, other.result]);
+    assert.notEqual(a, b);
+    assert.deepEqual(ids(b), ['msg_3']);
+    assert.notEqual(a.next_cursor, b.next_cursor);
+  });
+
+  it('stringifyOnce serialises an object once and gives the same JSON as JSON.stringify', () => {
+    const result = { matched: true, events: [{ message_id: 'msg_1' }] };
+    const json = stringifyOnce(result);
+    assert.equal(json, JSON.stringify(result));
+    assert.equal(stringifyOnce(result), json);
   });
 });
 
