@@ -5,7 +5,8 @@ import { Metrics } from '../metrics/metrics';
 export function requestMetrics(metrics: Metrics): RequestHandler {
   return (req: Request, res: Response, next: NextFunction) => {
     const stop = metrics.httpDuration.startTimer();
-    res.once('finish', () => {
+    // 'finish' is emitted once: a plain listener spares the once() wrapper and its removal.
+    res.on('finish', () => {
       const route = (req.route as { path?: string } | undefined)?.path ?? 'unmatched';
       stop({ method: req.method, route, status: String(res.statusCode) });
     });
