@@ -8,6 +8,8 @@ export interface ClusterOptions {
   /** The balancer's port (0: any free one). */
   port: number;
   databaseUrl: string;
+  /** Connections the balancer may hold, client and upstream sides together (nginx's default here: 4096). */
+  balancerConnections?: number;
   /** Extra settings for every replica. */
   env?: Record<string, string>;
   /** Where each replica's output goes (by default, this process's, prefixed). */
@@ -66,7 +68,12 @@ export async function startLocalCluster(options: ClusterOptions): Promise<LocalC
   try {
     // One at a time: the first applies the migrations and creates the bootstrap admin token.
     for (const replica of replicas) await replica.start();
-    nginx = await startNginx({ upstreams: replicas.map((r) => r.url), mode: 'websocket', port: balancerPort });
+    nginx = await startNginx({
+      upstreams: replicas.map((r) => r.url),
+      mode: 'websocket',
+      port: balancerPort,
+      workerConnections: options.balancerConnections,
+    });
   } catch (err) {
     await Promise.all(replicas.map((r) => r.stop()));
     throw err;

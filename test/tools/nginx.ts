@@ -78,7 +78,14 @@ function missingModules(binary: string): Set<string> {
   return new Set([...`${version.stderr}`.matchAll(/--without-http_(\w+)_module/g)].map((m) => m[1]));
 }
 
-function config(dir: string, port: number, upstreams: string[], mode: NginxMode, missing: Set<string>): string {
+function config(
+  dir: string,
+  port: number,
+  upstreams: string[],
+  mode: NginxMode,
+  missing: Set<string>,
+  workerConnections: number | undefined,
+): string {
   const tempPaths = ['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']
     .filter((name) => name === 'client_body' || !missing.has(name))
     .map((name) => `  ${name}_temp_path ${join(dir, `${name}_temp`)};`);
@@ -110,7 +117,10 @@ function config(dir: string, port: number, upstreams: string[], mode: NginxMode,
     `pid ${join(dir, 'nginx.pid')};`,
     `lock_file ${join(dir, 'nginx.lock')};`,
     `error_log ${join(dir, 'error.log')} warn;`,
-    'events { worker_connections 4096; }',
+    // Every proxied request holds two connections (client and upstream), each a file: a worker
+    // given more connections raises its own file limit to fit them (as root, past the hard limit).
+    ...(workerConnections ? [`worker_rlimit_nofile ${workerConnections + 1024};`] : []),
+    `events { worker_connections ${workerConnections ?? 4096}; }`,
     'http {',
     // $uri, not $request: websocket URLs carry their ticket in the query.
     "  log_format alcarta '$request_method $uri $status';",
@@ -143,13 +153,15 @@ export async function startNginx(options: {
   upstreams: string[];
   mode: NginxMode;
   port?: number;
+  /** Connections the worker may hold, client and upstream sides together (default 4096). */
+  workerConnections?: number;
 }): Promise<NginxProxy> {
   const binary = findNginx();
   const missing = missingModules(binary);
   const port = options.port ?? (await freePort());
   const dir = await mkdtemp(join(tmpdir(), 'alcarta-nginx-'));
   const confPath = join(dir, 'nginx.conf');
-  await writeFile(confPath, config(dir, port, options.upstreams, options.mode, missing));
+  await writeFile(confPath, config(dir, port, options.upstreams, options.mode, missing, options.workerConnections));
 
   // -e: the log used before the config is read (the compiled-in default may be unwritable).
   const child = spawn(binary, ['-p', dir, '-c', confPath, '-e', join(dir, 'error.log')], {
