@@ -8,8 +8,11 @@ export interface ClusterOptions {
   /** The balancer's port (0: any free one). */
   port: number;
   databaseUrl: string;
-  /** Connections the balancer may hold, client and upstream sides together (nginx's default here: 4096). */
-  balancerConnections?: number;
+  /**
+   * Proxied requests the balancer must hold at once (by default about 2,000: one nginx worker of
+   * 4096 connections, two per request). More take more workers, each within the file limit.
+   */
+  balancerRequests?: number;
   /** Extra settings for every replica. */
   env?: Record<string, string>;
   /** Where each replica's output goes (by default, this process's, prefixed). */
@@ -72,7 +75,7 @@ export async function startLocalCluster(options: ClusterOptions): Promise<LocalC
       upstreams: replicas.map((r) => r.url),
       mode: 'websocket',
       port: balancerPort,
-      workerConnections: options.balancerConnections,
+      ...balancerWorkers(options.balancerRequests),
     });
   } catch (err) {
     await Promise.all(replicas.map((r) => r.stop()));
@@ -87,6 +90,14 @@ export async function startLocalCluster(options: ClusterOptions): Promise<LocalC
       await balancer.stop();
     },
   };
+}
+
+/** Workers of at most 4,000 proxied requests each (8,000 connections and files, well within common limits). */
+function balancerWorkers(requests: number | undefined): { workers?: number; workerConnections?: number } {
+  if (!requests) return {};
+  const workers = Math.ceil(requests / 4000);
+  // The kernel spreads connections over the workers evenly, not exactly: leave room.
+  return { workers, workerConnections: Math.ceil((2 * requests * 1.25) / workers) + 1024 };
 }
 
 class ReplicaProcess implements Replica {
