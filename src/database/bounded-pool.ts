@@ -73,10 +73,21 @@ export class BoundedPool extends Pool {
         return;
       }
       settled = true;
-      if (err && classifyDatabaseError(err) === 'unavailable') for (const other of [...this.waiting]) other(err);
+      if (err && failedToConnect(err)) for (const other of [...this.waiting]) other(err);
       callback(err, client, done);
     });
   }
+}
+
+/** pg-pool's own error for a caller that waited POOL_QUEUE_TIMEOUT_MS in the queue. */
+const QUEUE_TIMEOUT_MESSAGE = 'timeout exceeded when trying to connect';
+
+/**
+ * Whether `err` says that PostgreSQL cannot be reached. A caller that waited out the queue bound
+ * says only that the pool was busy: the callers behind it have waited less and keep waiting.
+ */
+function failedToConnect(err: Error): boolean {
+  return err.message !== QUEUE_TIMEOUT_MESSAGE && classifyDatabaseError(err) === 'unavailable';
 }
 
 /** The `pg` module as TypeORM's postgres driver sees it, with BoundedPool as its Pool. */
