@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import { TypeOrmModuleOptions } from '@nestjs/typeorm';
+import { boundedPg } from './bounded-pool';
 import { ENTITIES } from './entities';
 
 /**
@@ -7,9 +8,6 @@ import { ENTITIES } from './entities';
  * tests. The schema is owned by the migrations in `migrations/` (compiled next to this build);
  * `synchronize` stays off everywhere.
  */
-/** How long to wait for a pooled connection (a new one, or a free one when all are busy). */
-export const CONNECT_TIMEOUT_MS = 3000;
-
 export function dataSourceOptions(url: string, poolSize: number): TypeOrmModuleOptions {
   return {
     type: 'postgres',
@@ -21,9 +19,10 @@ export function dataSourceOptions(url: string, poolSize: number): TypeOrmModuleO
     migrationsRun: false,
     logging: false,
     applicationName: 'alcarta',
-    // While PostgreSQL is unreachable a request fails within seconds (503) instead of hanging; the
-    // pool opens fresh connections by itself once it is back.
-    extra: { max: poolSize, connectionTimeoutMillis: CONNECT_TIMEOUT_MS },
+    // Separate bounds on connecting and on queueing for a free connection (see BoundedPool). The
+    // pool opens fresh connections by itself once PostgreSQL is back.
+    driver: boundedPg,
+    extra: { max: poolSize },
     retryAttempts: 0,
   };
 }

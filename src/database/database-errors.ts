@@ -26,6 +26,8 @@ const NETWORK_CODES = new Set([
 const CONNECTION_MESSAGES = [
   'Connection terminated',
   'timeout exceeded when trying to connect',
+  // pg's Client when its own connect timeout (CONNECT_TIMEOUT_MS) destroys the socket.
+  'timeout expired',
   'Client has encountered a connection error',
   'Connection terminated unexpectedly',
   'Cannot use a pool after calling end',

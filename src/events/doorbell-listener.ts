@@ -1,6 +1,7 @@
 import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { Client } from 'pg';
 import { AppConfig } from '../config/app-config';
+import { CONNECT_TIMEOUT_MS } from '../database/bounded-pool';
 import { Metrics } from '../metrics/metrics';
 import { decodeDoorbell, Doorbell, DOORBELL_CHANNEL } from './doorbell';
 
@@ -77,6 +78,9 @@ export class DoorbellListener implements OnModuleDestroy {
       connectionString: this.config.databaseUrl,
       application_name: 'alcarta-doorbell',
       keepAlive: true,
+      // A reconnect to a host that does not answer must end, or it would retry never and keep
+      // the process from exiting.
+      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     });
     client.on('error', (err) => this.lost(client, err));
     client.on('end', () => this.lost(client));
@@ -124,6 +128,7 @@ export class DoorbellListener implements OnModuleDestroy {
   }
 
   private scheduleReconnect(): void {
+    if (this.stopped) return;
     this.retryTimer = setTimeout(() => {
       this.connect().catch((err: Error) => {
         this.logger.warn({ msg: 'doorbell listener could not reconnect', error: err.message, retry_ms: this.retryMs });

@@ -494,11 +494,13 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
 
   /**
    * The starting position of a message wait that names none: the newest message of each watched
-   * mailbox now. Also what a persisted wait stores as its cursor.
+   * mailbox now. Also what a persisted wait stores as its cursor. A named mailbox that this read
+   * does not find does not exist (404): the same statement is the wait's existence check.
    */
   async startCursor(spec: MessageWaitSpec): Promise<MessageCursor> {
     if (spec.since) return spec.since;
     const heads = await this.repository.heads(this.scopeOf(spec));
+    if (spec.mailboxId && heads.length === 0) throw notFound('mailbox', spec.mailboxId);
     return MessageCursor.fromPositions(
       heads.map((h) => {
         this.cursorKeys.set(h.mailboxId, h.cursorKey);

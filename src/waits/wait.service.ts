@@ -222,7 +222,12 @@ export class WaitService {
     requireScope(caller, 'mail:read', 'message waits');
     const timeoutMs = this.timeout(args.timeout_seconds, this.config.maxMessageWaitSeconds);
     const since = args.since_cursor === undefined ? undefined : MessageCursor.parse(args.since_cursor);
-    if (event.mailbox_id !== undefined) await this.mailboxes.getVisible(caller, event.mailbox_id);
+    if (event.mailbox_id !== undefined) {
+      // Without since_cursor, the wait's start read (WaitEngine.startCursor) reads this mailbox
+      // anyway and reports it missing: only the caller's scope is checked here, without a statement.
+      if (since) await this.mailboxes.getVisible(caller, event.mailbox_id);
+      else if (!caller.canSeeMailbox(event.mailbox_id)) throw notFound('mailbox', event.mailbox_id);
+    }
     return {
       kind: 'message',
       caller,

@@ -31,6 +31,7 @@ import { spawnServer, SpawnedServer } from '../support/spawned-server';
 import { randomSecret } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
 import { BenchRow, databaseServer, printTable, runBenchmark } from './report';
+import { clusterBenchRows } from './waits-cluster';
 
 const PARKED = Number(process.env.BENCH_PARKED ?? 10_000);
 const OPEN_CONCURRENCY = Number(process.env.BENCH_OPEN_CONCURRENCY ?? 100);
@@ -479,6 +480,18 @@ async function main(): Promise<void> {
     ] as const) {
       rows.push(latencyRow(label, 'ingest response → result frame', await socketLatency(waitOn, via, latencyMailbox)));
     }
+    rows.push(
+      ...(await clusterBenchRows({
+        env,
+        token,
+        parked: PARKED,
+        openConcurrency: OPEN_CONCURRENCY,
+        rounds: ROUNDS,
+        waitSeconds: PARKED_WAIT_SECONDS,
+        parkTimeoutMs: PARK_TIMEOUT_MS,
+        progress,
+      })),
+    );
   } finally {
     await a.stop();
     await b.stop();

@@ -343,9 +343,14 @@ describe('message waits', () => {
       const unknown = await callError(bound, 'email_await', {
         event: { type: 'message_received', mailbox_id: 'mbx_doesnotexist' },
       });
+      // A token on every mailbox passes the scope check: the wait's start read finds no such mailbox.
+      const unknownToAll = await callError(agent, 'email_await', {
+        event: { type: 'message_received', mailbox_id: 'mbx_doesnotexist' },
+      });
       const invisible = await callError(bound, 'monitor_inbox', { mailbox_id: mailboxC });
       for (const [err, id] of [
         [unknown, 'mbx_doesnotexist'],
+        [unknownToAll, 'mbx_doesnotexist'],
         [invisible, mailboxC],
       ] as const) {
         assert.equal(err.error, 'not_found');

@@ -8,6 +8,11 @@ export interface ClusterOptions {
   /** The balancer's port (0: any free one). */
   port: number;
   databaseUrl: string;
+  /**
+   * Proxied requests the balancer must hold at once (by default about 2,000: one nginx worker of
+   * 4096 connections, two per request). More take more workers, each within the file limit.
+   */
+  balancerRequests?: number;
   /** Extra settings for every replica. */
   env?: Record<string, string>;
   /** Where each replica's output goes (by default, this process's, prefixed). */
@@ -66,7 +71,12 @@ export async function startLocalCluster(options: ClusterOptions): Promise<LocalC
   try {
     // One at a time: the first applies the migrations and creates the bootstrap admin token.
     for (const replica of replicas) await replica.start();
-    nginx = await startNginx({ upstreams: replicas.map((r) => r.url), mode: 'websocket', port: balancerPort });
+    nginx = await startNginx({
+      upstreams: replicas.map((r) => r.url),
+      mode: 'websocket',
+      port: balancerPort,
+      ...balancerWorkers(options.balancerRequests),
+    });
   } catch (err) {
     await Promise.all(replicas.map((r) => r.stop()));
     throw err;
@@ -80,6 +90,14 @@ export async function startLocalCluster(options: ClusterOptions): Promise<LocalC
       await balancer.stop();
     },
   };
+}
+
+/** Workers of at most 4,000 proxied requests each (8,000 connections and files, well within common limits). */
+function balancerWorkers(requests: number | undefined): { workers?: number; workerConnections?: number } {
+  if (!requests) return {};
+  const workers = Math.ceil(requests / 4000);
+  // The kernel spreads connections over the workers evenly, not exactly: leave room.
+  return { workers, workerConnections: Math.ceil((2 * requests * 1.25) / workers) + 1024 };
 }
 
 class ReplicaProcess implements Replica {

@@ -78,7 +78,15 @@ function missingModules(binary: string): Set<string> {
   return new Set([...`${version.stderr}`.matchAll(/--without-http_(\w+)_module/g)].map((m) => m[1]));
 }
 
-function config(dir: string, port: number, upstreams: string[], mode: NginxMode, missing: Set<string>): string {
+function config(
+  dir: string,
+  port: number,
+  upstreams: string[],
+  mode: NginxMode,
+  missing: Set<string>,
+  workerConnections: number | undefined,
+  workers: number,
+): string {
   const tempPaths = ['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']
     .filter((name) => name === 'client_body' || !missing.has(name))
     .map((name) => `  ${name}_temp_path ${join(dir, `${name}_temp`)};`);
@@ -105,12 +113,16 @@ function config(dir: string, port: number, upstreams: string[], mode: NginxMode,
   return [
     // As root, the worker would drop to nobody and could not use the temp paths in our 0700 dir.
     ...(process.getuid?.() === 0 ? ['user root;'] : []),
-    'worker_processes 1;',
+    `worker_processes ${workers};`,
     'daemon off;',
     `pid ${join(dir, 'nginx.pid')};`,
     `lock_file ${join(dir, 'nginx.lock')};`,
     `error_log ${join(dir, 'error.log')} warn;`,
-    'events { worker_connections 4096; }',
+    // Every proxied request holds two connections (client and upstream), each a file: a worker
+    // given more connections raises its own soft file limit to fit them (the hard limit stays: more
+    // connections than it allows take more workers).
+    ...(workerConnections ? [`worker_rlimit_nofile ${workerConnections + 1024};`] : []),
+    `events { worker_connections ${workerConnections ?? 4096}; }`,
     'http {',
     // $uri, not $request: websocket URLs carry their ticket in the query.
     "  log_format alcarta '$request_method $uri $status';",
@@ -121,7 +133,8 @@ function config(dir: string, port: number, upstreams: string[], mode: NginxMode,
     ...upstreams.map((u) => `    server ${new URL(u).host} max_fails=1 fail_timeout=2s;`),
     '  }',
     '  server {',
-    `    listen 127.0.0.1:${port};`,
+    // With several workers, the kernel spreads new connections evenly over them.
+    `    listen 127.0.0.1:${port}${workers > 1 ? ' reuseport' : ''};`,
     '    location / {',
     '      proxy_pass http://alcarta;',
     '      proxy_set_header Host $http_host;',
@@ -143,13 +156,20 @@ export async function startNginx(options: {
   upstreams: string[];
   mode: NginxMode;
   port?: number;
+  /** Connections each worker may hold, client and upstream sides together (default 4096). */
+  workerConnections?: number;
+  /** Worker processes (default 1): each has its own file limit. */
+  workers?: number;
 }): Promise<NginxProxy> {
   const binary = findNginx();
   const missing = missingModules(binary);
   const port = options.port ?? (await freePort());
   const dir = await mkdtemp(join(tmpdir(), 'alcarta-nginx-'));
   const confPath = join(dir, 'nginx.conf');
-  await writeFile(confPath, config(dir, port, options.upstreams, options.mode, missing));
+  await writeFile(
+    confPath,
+    config(dir, port, options.upstreams, options.mode, missing, options.workerConnections, options.workers ?? 1),
+  );
 
   // -e: the log used before the config is read (the compiled-in default may be unwritable).
   const child = spawn(binary, ['-p', dir, '-c', confPath, '-e', join(dir, 'error.log')], {
