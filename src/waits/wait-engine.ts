@@ -12,7 +12,7 @@ import { Caller, Credential, losesMailbox } from '../auth/caller';
 import { AccessEndReason } from '../auth/credential-revocation';
 import { CredentialRepository } from '../auth/credential.repository';
 import { PersistedWaitEntity } from './persisted-wait.entity';
-import { PersistedWaitRepository } from './persisted-wait.repository';
+import { PersistedWaitRepository, WaitResolution } from './persisted-wait.repository';
 import { ResolutionQueue } from './resolution-queue';
 import { MailboxHead, WaitRepository } from './wait.repository';
 import {
@@ -127,7 +127,9 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
     private readonly metrics: Metrics,
     private readonly listener: DoorbellListener,
   ) {
-    this.resolutions = new ResolutionQueue(persisted, metrics);
+    this.resolutions = new ResolutionQueue(persisted, metrics, config.dbPoolSize, (batch, resolved) =>
+      this.batchWritten(batch, resolved),
+    );
     listener.subscribe(this);
     drain.onDrain(async () => {
       this.shutdownAll();
@@ -365,31 +367,57 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
 
   /**
    * Resolution doorbells named these waits: the results of those this process has a watch or a
-   * waiter for are read in one query when the current read is done (single flight).
+   * waiter for are read in one query when the current read is done (single flight). Waits of its
+   * own batches still being written are left to batchWritten, which knows their results.
    */
   private ringResults(waitIds: readonly string[], at: number | undefined): void {
     for (const id of waitIds) {
+      if (this.resolutions.has(id)) continue;
       if (!this.registry.persistedWatch(id) && this.registry.resultWaiters(id).length === 0) continue;
       this.resultChecks.set(id, this.resultChecks.has(id) ? earliest(this.resultChecks.get(id), at) : at);
     }
     if (this.resultChecks.size > 0) this.singleFlight('results', undefined, () => this.checkResults());
   }
 
-  /** Fixed results: a watch of a wait no longer pending is dropped, and whoever waits for it answered. */
+  /**
+   * Fixed results: a watch of a wait no longer pending is dropped, and whoever waits for it answered.
+   * One query per RESULT_READ_BATCH waits, reading only their status and result.
+   */
   private async checkResults(): Promise<void> {
     while (this.resultChecks.size > 0) {
       const batch = [...this.resultChecks].slice(0, RESULT_READ_BATCH);
       for (const [id] of batch) this.resultChecks.delete(id);
-      const waits = new Map((await this.persisted.findMany(batch.map(([id]) => id))).map((w) => [w.id, w]));
+      const outcomes = await this.persisted.outcomes(batch.map(([id]) => id));
       for (const [id, at] of batch) {
-        const wait = waits.get(id) ?? null;
+        const outcome = outcomes.get(id) ?? null;
         const watch = this.registry.persistedWatch(id);
-        if (watch && wait?.status !== 'pending') this.drop(watch);
+        if (watch && outcome?.status !== 'pending') this.drop(watch);
         const waiters = this.registry.resultWaiters(id);
-        for (const w of waiters) w.evaluate(wait);
+        for (const w of waiters) w.evaluate(outcome);
         this.observeWakes('result', waiters, at);
       }
     }
+  }
+
+  /**
+   * A batch of this process's outcomes is done. Whoever waits here for a wait it resolved is
+   * answered with that result at once, no read needed (its doorbell still rings for the other
+   * replicas). The others were resolved first by someone else, or the batch failed: their results
+   * are read like any doorbell's (ringResults passed over their bells while they were in flight).
+   */
+  private batchWritten(batch: readonly WaitResolution[], resolved: ReadonlySet<string>): void {
+    const at = Date.now();
+    const others: string[] = [];
+    for (const { waitId, result } of batch) {
+      if (!resolved.has(waitId)) {
+        others.push(waitId);
+        continue;
+      }
+      const waiters = this.registry.resultWaiters(waitId);
+      for (const w of waiters) w.evaluate({ status: 'resolved', result });
+      this.observeWakes('result', waiters, at);
+    }
+    this.ringResults(others, undefined);
   }
 
   onDoorbell(bell: Doorbell): void {
