@@ -40,6 +40,8 @@ export class ResolutionQueue {
 
   constructor(
     private readonly persisted: PersistedWaitRepository,
+    /** This process's lease name: only the waits it still owns are written (see resolveMany). */
+    private readonly owner: string,
     private readonly metrics: Metrics,
     poolSize: number,
     private readonly written: (batch: readonly WaitResolution[], resolved: ReadonlySet<string>) => void,
@@ -84,7 +86,7 @@ export class ResolutionQueue {
       }
       let resolved = new Set<string>();
       try {
-        resolved = new Set(await this.persisted.resolveMany(batch));
+        resolved = new Set(await this.persisted.resolveMany(this.owner, batch));
         this.metrics.waitResolutionBatches.inc();
         this.metrics.waitResolutions.inc(resolved.size);
       } catch (err) {
