@@ -44,10 +44,12 @@ export class WaitSocketGateway implements OnGatewayConnection<WebSocket> {
     const { wait, credential } = req.ticket!;
     this.open.add(socket);
     const abort = new AbortController();
+    /** Until the result is in: a close after it has nobody to stop (and abort() costs an exception object). */
+    let waiting = true;
     const ping = setInterval(() => socket.ping(), this.config.keepaliveMs);
     socket.once('close', () => {
       clearInterval(ping);
-      abort.abort();
+      if (waiting) abort.abort();
       this.open.delete(socket);
     });
     socket.send(JSON.stringify({ type: 'ready', wait_id: wait.id }));
@@ -58,10 +60,12 @@ export class WaitSocketGateway implements OnGatewayConnection<WebSocket> {
         timeoutMs: Math.max(0, wait.expiresAt.getTime() - Date.now()) + RESULT_GRACE_MS,
         signal: abort.signal,
       });
+      waiting = false;
       if (socket.readyState !== WebSocket.OPEN) return;
       socket.send(JSON.stringify({ type: 'result', ...result }));
       socket.close(result.shutdown ? SERVICE_RESTART : NORMAL_CLOSURE);
     } catch (err) {
+      waiting = false;
       if (err instanceof AlcartaError && err.code === 'unauthorized') {
         if (socket.readyState !== WebSocket.OPEN) return;
         socket.send(JSON.stringify({ type: 'error', ...err.toBody() }));

@@ -95,11 +95,17 @@ export class EventLog {
     await this.ring(manager, encodeDoorbell(bell));
   }
 
+  /** Rings several such doorbells in one statement (the bells of a batch of resolved waits). */
+  async ringDoorbells(manager: EntityManager, bells: readonly Doorbell[]): Promise<void> {
+    if (bells.length > 0) await this.ring(manager, ...bells.map(encodeDoorbell));
+  }
+
   /** The database's clock at the end of the transaction rides along, for the wake latency metric. */
-  private async ring(manager: EntityManager, payload: string): Promise<void> {
+  private async ring(manager: EntityManager, ...payloads: string[]): Promise<void> {
     await manager.query(
-      `SELECT pg_notify($1, $2 || ' ' || floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)`,
-      [DOORBELL_CHANNEL, payload],
+      `SELECT pg_notify($1, p || ' ' || floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+         FROM unnest($2::text[]) AS p`,
+      [DOORBELL_CHANNEL, payloads],
     );
   }
 }

@@ -79,21 +79,31 @@ export class TaskRepository {
   }
 
   /**
-   * Completes the working tasks the waits serve, in one statement in the transaction that fixed
-   * the waits' results, each with its result as its CallToolResult (structured content plus the
-   * same JSON as text).
+   * Completes the working tasks the waits serve, in the transaction that fixed the waits' results,
+   * each with its result as its CallToolResult (structured content plus the same JSON as text).
+   * Two statements: which of the waits have a working task (ids only: most batches of websocket or
+   * `wait_id` waits have none), then one UPDATE for those, their results as one JSON document.
    */
   async completeForWaits(manager: EntityManager, resolved: readonly WaitResolution[]): Promise<void> {
     if (resolved.length === 0) return;
+    const rows = await manager.query<Array<{ wait_id: string }>>(
+      `SELECT wait_id FROM tasks WHERE wait_id = ANY($1::text[]) AND status = 'working'`,
+      [resolved.map((r) => r.waitId)],
+    );
+    if (rows.length === 0) return;
+    const withTask = new Set(rows.map((r) => r.wait_id));
+    const results = resolved
+      .filter((r) => withTask.has(r.waitId))
+      .map((r) => ({ wait_id: r.waitId, result: JSON.stringify(r.result) }));
     await manager.query(
       `UPDATE tasks t
           SET status = 'completed', last_updated_at = now(),
               result = jsonb_build_object(
                 'content', jsonb_build_array(jsonb_build_object('type', 'text', 'text', r.result)),
                 'structuredContent', r.result::jsonb)
-         FROM unnest($1::text[], $2::text[]) AS r(wait_id, result)
+         FROM jsonb_to_recordset($1::jsonb) AS r(wait_id text, result text)
         WHERE t.wait_id = r.wait_id AND t.status = 'working'`,
-      [resolved.map((r) => r.waitId), resolved.map((r) => JSON.stringify(r.result))],
+      [JSON.stringify(results)],
     );
   }
 

@@ -75,3 +75,6 @@ export class PersistedWaitEntity {
   @Column({ name: 'ticket_consumed_at', type: 'timestamptz', nullable: true })
   ticketConsumedAt: Date | null;
 }
+
+/** Where a persisted wait stands: pending, or resolved with its fixed result. */
+export type WaitOutcome = Pick<PersistedWaitEntity, 'status' | 'result'>;

@@ -6,7 +6,7 @@ import { AccessEndReason, LAPSE_REASON_SQL, TOKEN_LAPSED_SQL } from '../auth/cre
 import { resolvedWaitBells } from '../events/doorbell';
 import { ListenerSession } from '../events/doorbell-listener';
 import { EventLog } from '../events/event-log';
-import { PersistedWaitEntity } from './persisted-wait.entity';
+import { PersistedWaitEntity, WaitOutcome } from './persisted-wait.entity';
 import { AccessEnded, WaitResult } from './wait-spec';
 
 export type TicketRefusal = 'ticket_invalid' | 'ticket_consumed' | 'ticket_expired';
@@ -39,6 +39,8 @@ export interface LeaseTick {
   renewedAfterLoss: boolean;
   /** Owners whose lapsed leases this tick ended (their waits became unowned). */
   lapsedOwners: string[];
+  /** Whether other replicas hold live leases (then a hung one of them must be found quickly). */
+  peers: boolean;
   claimed: PersistedWaitEntity[];
 }
 
@@ -95,8 +97,9 @@ export class PersistedWaitRepository {
   }
 
   /**
-   * One lease tick of `owner`, in one transaction: renews (or takes anew) its lease until
-   * `leaseMs` from now with the session of its doorbell listener, ends the leases that lapsed or
+   * One lease tick of `owner`, in one transaction: looks whether other replicas hold live leases,
+   * renews (or takes anew) its lease until `leaseMs(peers)` from now with the session of its
+   * doorbell listener, ends the leases that lapsed or
    * whose listener session is gone from `pg_stat_activity` (a process that died: its connections
    * closed), so their waits become unowned, and claims up to `limit` unowned pending waits (oldest
    * first, skipping rows another replica is claiming). The cost does not grow with the waits owned:
@@ -105,10 +108,14 @@ export class PersistedWaitRepository {
   async leaseTick(
     owner: string,
     listener: ListenerSession | undefined,
-    leaseMs: number,
+    leaseMs: (peers: boolean) => number,
     limit: number,
   ): Promise<LeaseTick> {
     return this.dataSource.transaction(async (manager) => {
+      const [{ peers }] = await manager.query<Array<{ peers: boolean }>>(
+        `SELECT EXISTS (SELECT 1 FROM wait_owners WHERE id <> $1 AND lease_expires_at > now()) AS peers`,
+        [owner],
+      );
       const [lease] = await manager.query<Array<{ inserted: boolean }>>(
         `INSERT INTO wait_owners (id, lease_expires_at, listener_pid, listener_started_at)
          VALUES ($1, now() + $2 * interval '1 millisecond', $3, $4::timestamptz)
@@ -116,7 +123,7 @@ export class PersistedWaitRepository {
            SET lease_expires_at = EXCLUDED.lease_expires_at, listener_pid = EXCLUDED.listener_pid,
                listener_started_at = EXCLUDED.listener_started_at
          RETURNING xmax = 0 AS inserted`,
-        [owner, leaseMs, listener?.pid ?? null, listener?.startedAt ?? null],
+        [owner, leaseMs(peers), listener?.pid ?? null, listener?.startedAt ?? null],
       );
       // A separate statement from the release below: it starts after every transaction that held
       // a deleted lease (KEY SHARE, see own()) committed, so it sees all the waits they took. A
@@ -135,7 +142,12 @@ export class PersistedWaitRepository {
       if (lapsedOwners.length > 0) {
         await manager.query(`UPDATE waits SET owner = NULL WHERE owner = ANY($1::text[])`, [lapsedOwners]);
       }
-      return { renewedAfterLoss: lease.inserted, lapsedOwners, claimed: await this.claimIn(manager, owner, limit) };
+      return {
+        renewedAfterLoss: lease.inserted,
+        lapsedOwners,
+        peers,
+        claimed: await this.claimIn(manager, owner, limit),
+      };
     });
   }
 
@@ -187,27 +199,32 @@ export class PersistedWaitRepository {
   }
 
   /**
-   * Fixes the results of pending waits in one transaction: one UPDATE for all of them, the
+   * Fixes the results of pending waits in one transaction: one UPDATE for all of them (the batch
+   * goes as one JSON document, which costs less to build and to parse than an array of them), the
    * resolution hooks once with those that were still pending (a wait another replica resolved
    * first keeps its result), and the doorbells that wake whoever waits for these results on every
-   * replica, several ids per bell. Returns the ids resolved here.
+   * replica, several ids per bell, in one statement. Only waits that are still pending and still
+   * owned by `owner` are written: an owner that hung past its lease and resumes may still hold
+   * watches of waits another replica took over; what it writes for them is dropped, so a result,
+   * once another replica has delivered it, never changes. Returns the ids resolved here.
    */
-  async resolveMany(resolutions: readonly WaitResolution[]): Promise<string[]> {
+  async resolveMany(owner: string, resolutions: readonly WaitResolution[]): Promise<string[]> {
     if (resolutions.length === 0) return [];
     return this.dataSource.transaction(async (manager) => {
       const [rows] = await manager.query<[Array<{ id: string }>, number]>(
         `UPDATE waits w SET status = 'resolved', result = r.result, resolved_at = now(), owner = NULL
-           FROM unnest($1::text[], $2::jsonb[]) AS r(id, result)
-          WHERE w.id = r.id AND w.status = 'pending'
+           FROM jsonb_to_recordset($1::jsonb) AS r(id text, result jsonb)
+          WHERE w.id = r.id AND w.status = 'pending' AND w.owner = $2
           RETURNING w.id`,
-        [resolutions.map((r) => r.waitId), resolutions.map((r) => JSON.stringify(r.result))],
+        [JSON.stringify(resolutions.map((r) => ({ id: r.waitId, result: r.result }))), owner],
       );
       if (rows.length === 0) return [];
-      const resolvedIds = new Set(rows.map((r) => r.id));
-      const resolved = resolutions.filter((r) => resolvedIds.has(r.waitId));
+      const resolvedIds = rows.map((r) => r.id);
+      const ids = new Set(resolvedIds);
+      const resolved = resolutions.length === ids.size ? resolutions : resolutions.filter((r) => ids.has(r.waitId));
       for (const hook of this.resolutionHooks) await hook(manager, resolved);
-      for (const bell of resolvedWaitBells([...resolvedIds])) await this.eventLog.ringDoorbell(manager, bell);
-      return [...resolvedIds];
+      await this.eventLog.ringDoorbells(manager, resolvedWaitBells(resolvedIds));
+      return resolvedIds;
     });
   }
 
@@ -262,10 +279,14 @@ export class PersistedWaitRepository {
     return this.dataSource.getRepository(PersistedWaitEntity).findOneBy({ id, tokenId });
   }
 
-  /** The listed waits that exist (one query for a doorbell's worth of ids). */
-  findMany(ids: readonly string[]): Promise<PersistedWaitEntity[]> {
-    if (ids.length === 0) return Promise.resolve([]);
-    return this.dataSource.getRepository(PersistedWaitEntity).findBy({ id: In([...ids]) });
+  /** The status and result of the listed waits that exist (one query for many doorbells' worth of ids). */
+  async outcomes(ids: readonly string[]): Promise<Map<string, WaitOutcome>> {
+    if (ids.length === 0) return new Map();
+    const rows = await this.dataSource.query<Array<WaitOutcome & { id: string }>>(
+      `SELECT id, status, result FROM waits WHERE id = ANY($1::text[])`,
+      [ids],
+    );
+    return new Map(rows.map(({ id, status, result }) => [id, { status, result }]));
   }
 
   /** The listed waits that are pending and owned by `owner`. */

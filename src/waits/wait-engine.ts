@@ -8,11 +8,11 @@ import { DoorbellListener, DoorbellSubscriber } from '../events/doorbell-listene
 import { DrainState } from '../lifecycle/drain-state';
 import { Metrics } from '../metrics/metrics';
 import { MessageCursor } from '../mail/message-cursor';
-import { Caller, Credential, losesMailbox } from '../auth/caller';
+import { Caller, Credential, losesMailbox, MailboxAccess } from '../auth/caller';
 import { AccessEndReason } from '../auth/credential-revocation';
 import { CredentialRepository } from '../auth/credential.repository';
 import { PersistedWaitEntity } from './persisted-wait.entity';
-import { PersistedWaitRepository } from './persisted-wait.repository';
+import { LeaseTick, PersistedWaitRepository, WaitResolution } from './persisted-wait.repository';
 import { ResolutionQueue } from './resolution-queue';
 import { MailboxHead, WaitRepository } from './wait.repository';
 import {
@@ -54,12 +54,21 @@ const CLAIM_BATCH = 500;
 /** Waits whose results one query reads when resolution doorbells ring. */
 const RESULT_READ_BATCH = 5000;
 /** The single-flight keys of work done under the lease (see releaseLease). */
-const LEASE_WORK = ['lease', 'claim', 'owned', 'reconcile'];
+const LEASE_WORK = ['lease', 'claim', 'claimed', 'owned', 'reconcile'];
 /**
- * A lease lasts this many re-check periods. It is renewed every period; it only matters for an
- * owner whose process hangs with its connections open (a dead process is seen by its session).
+ * Lease ticks per re-check period while other replicas hold leases: the lease is renewed (and the
+ * others' leases checked) this often, so that a hung owner (alive, its connections open, so its
+ * session stays in `pg_stat_activity`) is taken over within the re-check period, like a dead one.
+ * A replica alone ticks once per period: nobody could take over from it.
  */
-const LEASE_PERIODS = 2;
+const LEASE_TICKS_PER_RECHECK = 4;
+/**
+ * A lease lasts this many of its owner's tick periods: one late renewal is tolerated. A hung owner
+ * renewed at most one tick before it hung; its lease lapses LEASE_TICKS ticks after that renewal,
+ * and the next tick of another replica ends it and claims its waits: (LEASE_TICKS + 1) ticks, ¾ of
+ * the re-check period.
+ */
+const LEASE_TICKS = 2;
 /**
  * How long a revocation is remembered: a wait authenticated just before it but parked just after
  * its doorbell still ends at once. Later than this the safety re-check finds the token revoked.
@@ -85,15 +94,17 @@ const REMEMBER_REVOKED_MS = 300_000;
  * re-check; they do not settle on a change but re-read what they show (see RequestFeedWaiter).
  *
  * Persisted waits (websocket delivery, `wait_id`, tasks) are watched the same way, but by one
- * replica each: the owner named in the wait's row, under a lease this process renews with the
- * safety re-check (one statement, however many waits it owns, at the same moment so an idle
- * replica's database work stays in one burst per period). The same lease tick ends the leases of
+ * replica each: the owner named in the wait's row, under a lease this process renews
+ * LEASE_TICKS_PER_RECHECK times per re-check period while other replicas hold leases, once when it
+ * is alone (one transaction, however many waits it owns). The same lease tick ends the leases of
  * processes that are gone (their doorbell listener's session left `pg_stat_activity`: a SIGKILLed
- * or crashed replica) or that lapsed (a hung one), and claims unowned waits, so a dead owner's
- * waits are watched again within ALCARTA_WAIT_RECHECK_SECONDS; a draining replica releases its
- * lease at once. The owner writes outcomes in batches (see
- * ResolutionQueue), and the resolution doorbell wakes whoever waits for those results on any
- * replica (a `wait_id` poll, a websocket, tasks/result).
+ * or crashed replica) or that lapsed (a hung one: alive, its sessions open), and claims unowned
+ * waits, so a dead or hung owner's waits are watched again within ALCARTA_WAIT_RECHECK_SECONDS; a
+ * draining replica releases its lease at once. Waits claimed together catch up together (see
+ * watch). The owner writes outcomes in batches (see ResolutionQueue), only for waits it still owns
+ * (a hung owner that resumes writes nothing over its successor's results), answers whoever waits
+ * here from the batch it wrote, and the resolution doorbell wakes whoever waits for those results
+ * on the other replicas (a `wait_id` poll, a websocket, tasks/result).
  */
 @Injectable()
 export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
@@ -108,6 +119,8 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
    */
   private readonly revoked = new Map<string, { at: number; reason: AccessEndReason | undefined }>();
   private safetyTimer: NodeJS.Timeout | undefined;
+  /** Whether other replicas held live leases at the last lease tick (then it ticks more often). */
+  private peers = false;
   /** Between start() and the release of the lease (drain, shutdown). */
   private leasing = false;
   /**
@@ -122,6 +135,8 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
   private readonly resolutions: ResolutionQueue;
   /** Waits named by resolution doorbells, to read in one query (with the earliest bell's commit time). */
   private readonly resultChecks = new Map<string, number | undefined>();
+  /** Waits its lease ticks claimed, to watch in one pass outside the lease's flight. */
+  private readonly claimedToWatch = new Map<string, PersistedWaitEntity>();
   /** Waits this process was told it owns (its own `wait_created` bells), to watch in one pass. */
   private readonly ownedToWatch = new Set<string>();
 
@@ -135,7 +150,9 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
     private readonly metrics: Metrics,
     private readonly listener: DoorbellListener,
   ) {
-    this.resolutions = new ResolutionQueue(persisted, metrics);
+    this.resolutions = new ResolutionQueue(persisted, this.owner, metrics, config.dbPoolSize, (batch, resolved) =>
+      this.batchWritten(batch, resolved),
+    );
     listener.subscribe(this);
     drain.onDrain(async () => {
       this.shutdownAll();
@@ -148,15 +165,24 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
    * start-up does not wait for it) claims the waits nobody owns. Server only.
    */
   start(): void {
+    // Every fourth beat is a re-check period: the safety re-check, and the lease tick of a replica
+    // alone, run then together, so that an idle replica's database work stays one burst per period.
+    let beats = 0;
     this.safetyTimer ??= setInterval(() => {
-      void this.safetyRecheck();
-      this.ringLease();
-    }, this.config.waitRecheckMs);
+      const period = ++beats % LEASE_TICKS_PER_RECHECK === 0;
+      if (period || this.peers) this.ringLease();
+      if (period) void this.safetyRecheck();
+    }, this.leaseTickMs(true));
     this.safetyTimer.unref();
     this.persisted.leaseOwner = this.owner;
     this.leaseHeld = false;
     this.leasing = true;
     this.ringLease();
+  }
+
+  /** The time between lease ticks: short while other replicas could take over from a hung one. */
+  private leaseTickMs(peers: boolean): number {
+    return peers ? this.config.waitRecheckMs / LEASE_TICKS_PER_RECHECK : this.config.waitRecheckMs;
   }
 
   async onModuleDestroy(): Promise<void> {
@@ -256,9 +282,23 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
   }
 
   /** Brings a message or request waiter up to date with the database. */
-  private async check(waiter: MessageWaiter | RequestWaiter): Promise<void> {
-    if (waiter instanceof MessageWaiter) await this.ownScan(waiter);
-    else waiter.evaluate(await this.repository.requests(waiter.spec.requestIds, { all: true }));
+  private check(waiter: MessageWaiter | RequestWaiter): Promise<void> {
+    return this.catchUp([waiter]);
+  }
+
+  /**
+   * Brings waiters up to date with the database, however many: one read of every request the
+   * request waiters watch, and one scan, from each waiter's own position, for the message waiters.
+   */
+  private async catchUp(waiters: ReadonlyArray<MessageWaiter | RequestWaiter>): Promise<void> {
+    const requestWaiters = waiters.filter((w): w is RequestWaiter => w instanceof RequestWaiter);
+    const messageWaiters = waiters.filter((w): w is MessageWaiter => w instanceof MessageWaiter);
+    if (requestWaiters.length > 0) {
+      const ids = [...new Set(requestWaiters.flatMap((w) => w.spec.requestIds))];
+      const rows = await this.repository.requests(ids, { all: true });
+      for (const w of requestWaiters) w.evaluate(rows);
+    }
+    if (messageWaiters.length > 0) await this.ownScan(messageWaiters);
   }
 
   private ringLease(): void {
@@ -267,6 +307,8 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
 
   /**
    * Renews the lease, ends lapsed ones and claims unowned waits (more batches while they come full).
+   * One transaction, LEASE_TICKS_PER_RECHECK times per re-check period while other replicas hold
+   * leases, else once.
    * A lease that had to be taken anew was lost (this process stalled past it, and another replica
    * released its waits): every watch is dropped, the claim below takes back what is still unowned.
    */
@@ -275,9 +317,14 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
     const tick = await this.persisted.leaseTick(
       this.owner,
       this.listener.session,
-      LEASE_PERIODS * this.config.waitRecheckMs,
+      (others) => LEASE_TICKS * this.leaseTickMs(others),
       CLAIM_BATCH,
     );
+    this.peers = tick.peers;
+    this.afterLeaseTick(tick);
+  }
+
+  private afterLeaseTick(tick: LeaseTick): void {
     // Released meanwhile (draining): the release, which waited for this tick, has the last word.
     if (!this.leasing) return;
     if (tick.renewedAfterLoss && this.leaseHeld) {
@@ -286,14 +333,23 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
         owner: this.owner,
       });
       this.metrics.waitLeaseLosses.inc();
+      this.claimedToWatch.clear();
       for (const waiter of this.registry.all()) if (isWatch(waiter)) this.drop(waiter);
     }
     this.leaseHeld = true;
     if (tick.lapsedOwners.length > 0) {
       this.logger.log({ msg: 'took over the waits of lapsed wait leases', owners: tick.lapsedOwners });
     }
-    await this.watchClaimed(tick.claimed);
-    if (tick.claimed.length === CLAIM_BATCH) await this.claimUnowned();
+    // Watched, and further batches claimed, outside this flight: the next renewal must not wait.
+    for (const wait of tick.claimed) this.claimedToWatch.set(wait.id, wait);
+    if (this.claimedToWatch.size > 0) this.singleFlight('claimed', undefined, () => this.watchClaimedByTicks());
+    if (tick.claimed.length === CLAIM_BATCH) this.ringClaim();
+  }
+
+  private async watchClaimedByTicks(): Promise<void> {
+    const claimed = [...this.claimedToWatch.values()];
+    this.claimedToWatch.clear();
+    await this.watchClaimed(claimed);
   }
 
   /** Claims unowned pending waits, batch after batch, and watches them. */
@@ -326,44 +382,57 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
     const waits = pending.filter((wait) => !watched.has(wait.id) && !this.resolutions.has(wait.id));
     // Waits of a credential without access (a revoked or expired token) are not watched any more.
     const callers = await this.credentials.usable(waits.map((wait) => wait.tokenId));
-    for (const wait of waits) {
-      const caller = callers.get(wait.tokenId);
-      if (caller) await this.watch(wait, caller);
-    }
+    await this.watch(
+      waits.flatMap((wait) => {
+        const caller = callers.get(wait.tokenId);
+        return caller ? [{ wait, caller }] : [];
+      }),
+    );
   }
 
   /**
-   * The engine's own watch of a persisted wait: an ordinary waiter whose outcome (a match, or the
+   * The engine's own watches of persisted waits: ordinary waiters whose outcome (a match, or the
    * timeout at `expires_at`) is written to the database instead of answering a request. A shutdown
-   * only drops the watch: the wait stays pending for the other replicas.
+   * only drops a watch: the wait stays pending for the other replicas. Many at once (a claim takes
+   * up to CLAIM_BATCH) cost a few queries, not a few per wait: one read of the requests they
+   * watch, and one catch-up for all of them (see catchUp).
    */
-  private async watch(wait: PersistedWaitEntity, caller: Caller): Promise<void> {
-    if (this.registry.persistedWatch(wait.id)) return;
-    const remainingMs = Math.max(0, wait.expiresAt.getTime() - Date.now());
-    const spec = fromStoredSpec(wait.spec, caller, remainingMs);
-    let waiter: MessageWaiter | RequestWaiter;
-    if (spec.kind === 'message') {
-      waiter = new MessageWaiter(spec, spec.since!, 'persisted');
-    } else {
-      const rows = await this.repository.requests(spec.requestIds, { all: true });
-      waiter = new RequestWaiter(spec, rows, 'persisted');
+  private async watch(waits: ReadonlyArray<{ wait: PersistedWaitEntity; caller: Caller }>): Promise<void> {
+    const requestIds = new Set(
+      waits.flatMap(({ wait }) => (wait.spec.kind === 'request' ? wait.spec.request_ids : [])),
+    );
+    const initial = requestIds.size > 0 ? await this.repository.requests([...requestIds], { all: true }) : [];
+    const filed: Array<{ waiter: MessageWaiter | RequestWaiter; caller: Caller; remainingMs: number }> = [];
+    for (const { wait, caller } of waits) {
+      if (this.registry.persistedWatch(wait.id)) continue;
+      const remainingMs = Math.max(0, wait.expiresAt.getTime() - Date.now());
+      const spec = fromStoredSpec(wait.spec, caller, remainingMs);
+      const waiter =
+        spec.kind === 'message'
+          ? new MessageWaiter(spec, spec.since!, 'persisted')
+          : new RequestWaiter(spec, initial, 'persisted');
+      waiter.persistedId = wait.id;
+      this.registry.add(waiter);
+      // Filed first, then checked: a revocation whose doorbell came during the reads above is seen.
+      if (this.lapsed(caller)) {
+        this.drop(waiter);
+        continue;
+      }
+      void waiter.result.then((result) => this.resolvePersisted(waiter, result));
+      filed.push({ waiter, caller, remainingMs });
     }
-    if (this.registry.persistedWatch(wait.id)) return;
-    waiter.persistedId = wait.id;
-    this.registry.add(waiter);
-    // Filed first, then checked: a revocation whose doorbell came during the reads above is seen.
-    if (this.lapsed(caller)) return this.drop(waiter);
-    void waiter.result.then((result) => this.resolvePersisted(waiter, result));
-    // Checked before the deadline is armed: a replica that starts after `expires_at` must still
-    // find a match committed in time before it calls the wait timed out.
-    await this.check(waiter).catch((err) => this.failed(err));
-    if (waiter.settled || this.registry.persistedWatch(wait.id) !== waiter) return;
-    // A token that expires first ends the watch then; the lapsed-credential sweep ends the wait.
-    const expiresInMs = msUntil(caller.expiresAt);
-    waiter.timer =
-      expiresInMs < remainingMs
-        ? setTimeout(() => this.drop(waiter), expiresInMs)
-        : setTimeout(() => waiter.finish(waiter.timedOut()), remainingMs);
+    // Checked before the deadlines are armed: a replica that starts (or takes over) after
+    // `expires_at` must still find a match committed in time before it calls the wait timed out.
+    await this.catchUp(filed.map((f) => f.waiter)).catch((err) => this.failed(err));
+    for (const { waiter, caller, remainingMs } of filed) {
+      if (waiter.settled || this.registry.persistedWatch(waiter.persistedId!) !== waiter) continue;
+      // A token that expires first ends the watch then; the lapsed-credential sweep ends the wait.
+      const expiresInMs = msUntil(caller.expiresAt);
+      waiter.timer =
+        expiresInMs < remainingMs
+          ? setTimeout(() => this.drop(waiter), expiresInMs)
+          : setTimeout(() => waiter.finish(waiter.timedOut()), remainingMs);
+    }
   }
 
   /** Queues the outcome for the next batch write (ResolutionQueue); the watch is done. */
@@ -374,31 +443,57 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
 
   /**
    * Resolution doorbells named these waits: the results of those this process has a watch or a
-   * waiter for are read in one query when the current read is done (single flight).
+   * waiter for are read in one query when the current read is done (single flight). Waits of its
+   * own batches still being written are left to batchWritten, which knows their results.
    */
   private ringResults(waitIds: readonly string[], at: number | undefined): void {
     for (const id of waitIds) {
+      if (this.resolutions.has(id)) continue;
       if (!this.registry.persistedWatch(id) && this.registry.resultWaiters(id).length === 0) continue;
       this.resultChecks.set(id, this.resultChecks.has(id) ? earliest(this.resultChecks.get(id), at) : at);
     }
     if (this.resultChecks.size > 0) this.singleFlight('results', undefined, () => this.checkResults());
   }
 
-  /** Fixed results: a watch of a wait no longer pending is dropped, and whoever waits for it answered. */
+  /**
+   * Fixed results: a watch of a wait no longer pending is dropped, and whoever waits for it answered.
+   * One query per RESULT_READ_BATCH waits, reading only their status and result.
+   */
   private async checkResults(): Promise<void> {
     while (this.resultChecks.size > 0) {
       const batch = [...this.resultChecks].slice(0, RESULT_READ_BATCH);
       for (const [id] of batch) this.resultChecks.delete(id);
-      const waits = new Map((await this.persisted.findMany(batch.map(([id]) => id))).map((w) => [w.id, w]));
+      const outcomes = await this.persisted.outcomes(batch.map(([id]) => id));
       for (const [id, at] of batch) {
-        const wait = waits.get(id) ?? null;
+        const outcome = outcomes.get(id) ?? null;
         const watch = this.registry.persistedWatch(id);
-        if (watch && wait?.status !== 'pending') this.drop(watch);
+        if (watch && outcome?.status !== 'pending') this.drop(watch);
         const waiters = this.registry.resultWaiters(id);
-        for (const w of waiters) w.evaluate(wait);
+        for (const w of waiters) w.evaluate(outcome);
         this.observeWakes('result', waiters, at);
       }
     }
+  }
+
+  /**
+   * A batch of this process's outcomes is done. Whoever waits here for a wait it resolved is
+   * answered with that result at once, no read needed (its doorbell still rings for the other
+   * replicas). The others were resolved first by someone else, or the batch failed: their results
+   * are read like any doorbell's (ringResults passed over their bells while they were in flight).
+   */
+  private batchWritten(batch: readonly WaitResolution[], resolved: ReadonlySet<string>): void {
+    const at = Date.now();
+    const others: string[] = [];
+    for (const { waitId, result } of batch) {
+      if (!resolved.has(waitId)) {
+        others.push(waitId);
+        continue;
+      }
+      const waiters = this.registry.resultWaiters(waitId);
+      for (const w of waiters) w.evaluate({ status: 'resolved', result });
+      this.observeWakes('result', waiters, at);
+    }
+    this.ringResults(others, undefined);
   }
 
   onDoorbell(bell: Doorbell): void {
@@ -513,21 +608,28 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
     return spec.mailboxId ? { all: false as const, ids: [spec.mailboxId] } : spec.caller.mailboxAccess;
   }
 
-  /** A scan of everything a single wait watches, from its own position. */
-  private async ownScan(waiter: MessageWaiter): Promise<void> {
-    waiter.needsOwnScan = false;
-    const behind = (await this.repository.heads(this.scopeOf(waiter.spec))).filter((h) => {
+  /**
+   * A scan of everything the waiters watch, each from its own position: one look at the heads of
+   * their mailboxes, then one pass over each mailbox that some waiter is behind in, from the
+   * earliest of their positions (a waiter skips what it has seen).
+   */
+  private async ownScan(waiters: readonly MessageWaiter[]): Promise<void> {
+    for (const w of waiters) w.needsOwnScan = false;
+    const scopes = waiters.map((w) => this.scopeOf(w.spec));
+    const scope: MailboxAccess = scopes.some((s) => s.all)
+      ? { all: true }
+      : { all: false, ids: [...new Set(scopes.flatMap((s) => (s.all ? [] : s.ids)))] };
+    const positions: Array<{ mailboxId: string; cursorKey: number; after: number }> = [];
+    for (const h of await this.repository.heads(scope)) {
       this.cursorKeys.set(h.mailboxId, h.cursorKey);
-      return h.seq > waiter.cursor.position(h.cursorKey);
-    });
-    await this.feed(
-      [waiter],
-      behind.map((h) => ({
-        mailboxId: h.mailboxId,
-        cursorKey: h.cursorKey,
-        after: waiter.cursor.position(h.cursorKey),
-      })),
-    );
+      let after = Infinity;
+      for (const w of waiters) {
+        const position = w.cursor.position(h.cursorKey);
+        if (position < h.seq && position < after && w.watches(h.mailboxId)) after = position;
+      }
+      if (after !== Infinity) positions.push({ mailboxId: h.mailboxId, cursorKey: h.cursorKey, after });
+    }
+    await this.feed([...waiters], positions);
   }
 
   /** A doorbell rang for a mailbox: one pass over its new messages feeds all its parked waits. */
@@ -565,7 +667,7 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
     for (const w of waiters) {
       w.settleIfMatched(shared);
       if (w.needsOwnScan && !w.settled)
-        void this.ownScan(w).then(
+        void this.ownScan([w]).then(
           () => w.settleIfMatched(),
           (err) => this.failed(err),
         );

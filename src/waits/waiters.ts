@@ -6,7 +6,7 @@ import { MessageAuthentication } from '../mail/message-authentication';
 import { MessageCursor } from '../mail/message-cursor';
 import { DeliveryView } from '../outbox/delivery.views';
 import { DeliveryStatus } from '../outbox/outbound-delivery.entity';
-import { PersistedWaitEntity } from './persisted-wait.entity';
+import { WaitOutcome } from './persisted-wait.entity';
 import { isAccessEnded, MessageWaitSpec, RequestWaitSpec, WaitDelivery, WaitResult, WatchedRequest } from './wait-spec';
 
 /** At most this many events in one result (SPEC §4). */
@@ -279,7 +279,7 @@ export class ResultWaiter extends Waiter {
     return [this.waitId];
   }
 
-  evaluate(wait: PersistedWaitEntity | null): void {
+  evaluate(wait: WaitOutcome | null): void {
     // Deleted (its task expired and was purged): nothing will ever resolve it, so the caller must
     // look again now rather than block until its own deadline.
     if (wait === null) return this.finish(this.timedOut());

@@ -1,5 +1,5 @@
 /**
- * Preloaded into the server by `bench:auth` with BENCH_CPU_PROF=<dir> (`node --require`): what
+ * Preloaded into the server by `bench:auth` and `bench:waits` with BENCH_CPU_PROF=<dir> (`node --require`): what
  * `node --cpu-prof` does, which NODE_OPTIONS does not allow. Profiles from start to exit and writes
  * `<dir>/server-<pid>.cpuprofile` (open it in Chrome DevTools or speedscope).
  */
