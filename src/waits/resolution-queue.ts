@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
-import { Metrics } from '../metrics/metrics';
 import { PersistedWaitRepository, WaitResolution } from './persisted-wait.repository';
 import { WaitResult } from './wait-spec';
+import { WaitMetrics } from './waits.metrics';
 
 /** Most waits written by one statement (and announced by one transaction's bells). */
 const MAX_BATCH = 1000;
@@ -42,7 +42,7 @@ export class ResolutionQueue {
     private readonly persisted: PersistedWaitRepository,
     /** This process's lease name: only the waits it still owns are written (see resolveMany). */
     private readonly owner: string,
-    private readonly metrics: Metrics,
+    private readonly metrics: WaitMetrics,
     poolSize: number,
     private readonly written: (batch: readonly WaitResolution[], resolved: ReadonlySet<string>) => void,
   ) {
@@ -87,8 +87,8 @@ export class ResolutionQueue {
       let resolved = new Set<string>();
       try {
         resolved = new Set(await this.persisted.resolveMany(this.owner, batch));
-        this.metrics.waitResolutionBatches.inc();
-        this.metrics.waitResolutions.inc(resolved.size);
+        this.metrics.resolutionBatches.inc();
+        this.metrics.resolutions.inc(resolved.size);
       } catch (err) {
         this.logger.error(err instanceof Error ? err : String(err));
       }

@@ -6,7 +6,6 @@ import { notFound } from '../common/errors';
 import { Doorbell } from '../events/doorbell';
 import { DoorbellListener, DoorbellSubscriber } from '../events/doorbell-listener';
 import { DrainState } from '../lifecycle/drain-state';
-import { Metrics } from '../metrics/metrics';
 import { MessageCursor } from '../mail/message-cursor';
 import { Caller, Credential, losesMailbox, MailboxAccess } from '../auth/caller';
 import { AccessEndReason } from '../auth/credential-revocation';
@@ -35,6 +34,7 @@ import {
 } from './waiters';
 import { earliest, SingleFlight } from './single-flight';
 import { WaiterRegistry } from './waiter-registry';
+import { WaitMetrics } from './waits.metrics';
 
 export interface ResultWaitOptions {
   /** The token of the persisted wait, whose revocation or expiry ends this wait for its result. */
@@ -147,7 +147,7 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
     private readonly credentials: CredentialRepository,
     private readonly config: AppConfig,
     private readonly drain: DrainState,
-    private readonly metrics: Metrics,
+    private readonly metrics: WaitMetrics,
     private readonly listener: DoorbellListener,
   ) {
     this.resolutions = new ResolutionQueue(persisted, this.owner, metrics, config.dbPoolSize, (batch, resolved) =>
@@ -332,7 +332,7 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
         msg: 'wait lease was lost (it lapsed); watching only what is claimed again',
         owner: this.owner,
       });
-      this.metrics.waitLeaseLosses.inc();
+      this.metrics.leaseLosses.inc();
       this.claimedToWatch.clear();
       for (const waiter of this.registry.all()) if (isWatch(waiter)) this.drop(waiter);
     }
@@ -364,7 +364,7 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
 
   private async watchClaimed(claimed: PersistedWaitEntity[]): Promise<void> {
     if (claimed.length === 0) return;
-    this.metrics.waitClaims.inc(claimed.length);
+    this.metrics.claims.inc(claimed.length);
     await this.watchPending(claimed);
   }
 

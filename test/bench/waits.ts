@@ -56,7 +56,9 @@ const rows: BenchRow[] = [];
  * holds its connection, and the next call reuses it. `closingClients` asks for a new connection
  * per call (`Connection: close`), for the fan-out row of clients that do that.
  */
-const keepAliveClients = new Agent({ keepAlive: true, maxSockets: Infinity });
+// Each parked call stands for a client of its own, which keeps its connection: no cap on idle
+// connections (Node's default, 256 per host, would close the rest after the fan-out's answers).
+const keepAliveClients = new Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: Infinity });
 const closingClients = new Agent({ keepAlive: false, maxSockets: Infinity });
 
 function headers(): Record<string, string> {

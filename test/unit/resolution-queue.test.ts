@@ -2,6 +2,8 @@ import 'reflect-metadata';
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Metrics } from '#app/metrics/metrics.js';
+import { WaiterRegistry } from '#app/waits/waiter-registry.js';
+import { WaitMetrics } from '#app/waits/waits.metrics.js';
 import type { PersistedWaitRepository, WaitResolution } from '#app/waits/persisted-wait.repository.js';
 import { ResolutionQueue } from '#app/waits/resolution-queue.js';
 import type { WaitResult } from '#app/waits/wait-spec.js';
@@ -53,7 +55,13 @@ describe('ResolutionQueue', () => {
   it('writes what settled in one turn in batches of 1,000, at most three at once, and reports each batch', async () => {
     const w = writer();
     const d = done();
-    const queue = new ResolutionQueue(w.repository, 'owner', new Metrics(), 10, d.written);
+    const queue = new ResolutionQueue(
+      w.repository,
+      'owner',
+      new WaitMetrics(new Metrics(), new WaiterRegistry()),
+      10,
+      d.written,
+    );
     for (const id of ids(4500)) queue.add(id, result);
     assert.equal(queue.has('wt_0'), true, 'queued waits are in flight');
     await waitFor('three batches being written', () => w.batches.length === 3);
@@ -81,7 +89,13 @@ describe('ResolutionQueue', () => {
 
   it('a small pool gets fewer writers at once', async () => {
     const w = writer();
-    const queue = new ResolutionQueue(w.repository, 'owner', new Metrics(), 4, () => undefined);
+    const queue = new ResolutionQueue(
+      w.repository,
+      'owner',
+      new WaitMetrics(new Metrics(), new WaiterRegistry()),
+      4,
+      () => undefined,
+    );
     for (const id of ids(2500)) queue.add(id, result);
     await waitFor('a batch being written', () => w.batches.length === 1);
     await new Promise((r) => setImmediate(r));
@@ -98,7 +112,13 @@ describe('ResolutionQueue', () => {
   it('reports the waits someone else resolved first, and a failed batch, as not resolved here', async () => {
     const w = writer(new Set(['wt_1']), new Set(['bad_0']));
     const d = done();
-    const queue = new ResolutionQueue(w.repository, 'owner', new Metrics(), 3, d.written);
+    const queue = new ResolutionQueue(
+      w.repository,
+      'owner',
+      new WaitMetrics(new Metrics(), new WaiterRegistry()),
+      3,
+      d.written,
+    );
     for (const id of ids(3)) queue.add(id, result);
     await waitFor('the first batch', () => w.batches.length === 1);
     for (const id of ids(2, 'bad_')) queue.add(id, result);
