@@ -15,7 +15,7 @@ import { activeWaits } from '../support/metrics';
 import { freePort, spawnServer, SpawnedServer } from '../support/spawned-server';
 import { randomSecret } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
-import { BenchRow, databaseServer, printTable, runBenchmark } from './report';
+import { BenchRow, databaseServer, percentile, printTable, runBenchmark } from './report';
 
 const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 2000);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
@@ -60,10 +60,6 @@ async function messageWait(server: SpawnedServer, mailboxId: string): Promise<{ 
     .map((l) => JSON.parse(l.slice(6)))
     .find((m) => m.id !== undefined);
   return data.result.structuredContent;
-}
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
 }
 
 async function throughput(smtpPort: number, addresses: string[], label: string): Promise<void> {

@@ -42,3 +42,11 @@ export async function databaseServer(): Promise<() => Promise<void>> {
     await rm(dir, { recursive: true, force: true });
   };
 }
+
+/** The p-th percentile of ascending `sorted` samples (nearest rank). */
+export function percentile(sorted: readonly number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
+}
+
+/** A count as the tables print it (10,000). */
+export const count = (n: number) => n.toLocaleString('en-US');

@@ -12,11 +12,12 @@
  * its upstream connection are two open files of an nginx worker, so 10,000 calls take 3 workers
  * within a 20,000 file limit.
  */
-import { Agent, request } from 'node:http';
+import { Agent } from 'node:http';
 import { LocalCluster, startLocalCluster } from '../tools/local-cluster';
 import { activeWaits } from '../support/metrics';
 import { waitFor } from '../support/wait-for';
-import type { BenchRow } from './report';
+import { rawCall, RawCall, toolResult } from './raw-mcp';
+import { BenchRow, count, percentile } from './report';
 
 const REPLICAS = 3;
 
@@ -34,67 +35,12 @@ export interface ClusterBenchOptions {
   progress: (step: string) => void;
 }
 
-/** Every call on its own connection: a parked call holds its connection anyway. */
+/** Every call on its own connection (`Connection: close` clients): a parked call holds its connection anyway. */
 const agent = new Agent({ keepAlive: false, maxSockets: Infinity });
 
-interface Call {
-  /** Resolves when the response headers arrived: the server (through nginx) accepted the call. */
-  accepted: Promise<void>;
-  body: Promise<string>;
+function call(url: string, token: string, body: unknown): RawCall {
+  return rawCall(url, token, body, agent);
 }
-
-function call(url: string, token: string, body: unknown): Call {
-  const payload = JSON.stringify(body);
-  let accept!: () => void;
-  const accepted = new Promise<void>((resolve) => (accept = resolve));
-  const text = new Promise<string>((resolve, reject) => {
-    const req = request(
-      url,
-      {
-        method: 'POST',
-        agent,
-        headers: {
-          authorization: `Bearer ${token}`,
-          'content-type': 'application/json',
-          accept: 'application/json, text/event-stream',
-          'mcp-protocol-version': '2025-11-25',
-          'content-length': Buffer.byteLength(payload),
-        },
-      },
-      (res) => {
-        accept();
-        let data = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => (data += chunk));
-        res.on('error', reject);
-        res.on('end', () =>
-          res.statusCode! >= 300 ? reject(new Error(`${url}: ${res.statusCode} ${data}`)) : resolve(data),
-        );
-      },
-    );
-    req.on('error', reject);
-    req.end(payload);
-  });
-  text.catch(() => accept());
-  return { accepted, body: text };
-}
-
-/** The tool result's structured content in an SSE body. */
-function toolResult(text: string): { matched?: boolean } {
-  const response = text
-    .split('\n')
-    .filter((l) => l.startsWith('data: '))
-    .map((l) => JSON.parse(l.slice(6)))
-    .find((m) => m.id !== undefined);
-  if (!response?.result || response.result.isError) throw new Error(`no tool result in: ${text.slice(0, 400)}`);
-  return response.result.structuredContent;
-}
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
-}
-
-const count = (n: number) => n.toLocaleString('en-US');
 
 /** Runs the cluster bench and returns its table rows (none with BENCH_CLUSTER=off). */
 export async function clusterBenchRows(options: ClusterBenchOptions): Promise<BenchRow[]> {

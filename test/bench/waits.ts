@@ -23,7 +23,7 @@
  * rate a replica accepts new waits is part of the parked-capacity row.
  */
 import { readFile } from 'node:fs/promises';
-import { Agent, request } from 'node:http';
+import { Agent } from 'node:http';
 import { join } from 'node:path';
 import { Client } from 'pg';
 import WebSocket from 'ws';
@@ -32,7 +32,8 @@ import { activeWaits } from '../support/metrics';
 import { spawnServer, SpawnedServer } from '../support/spawned-server';
 import { randomSecret } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
-import { BenchRow, databaseServer, printTable, runBenchmark } from './report';
+import { rawCall, RawCall, toolResult } from './raw-mcp';
+import { BenchRow, count, databaseServer, percentile, printTable, runBenchmark } from './report';
 import { clusterBenchRows } from './waits-cluster';
 
 const PARKED = Number(process.env.BENCH_PARKED ?? 10_000);
@@ -61,66 +62,16 @@ const rows: BenchRow[] = [];
 const keepAliveClients = new Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: Infinity });
 const closingClients = new Agent({ keepAlive: false, maxSockets: Infinity });
 
-function headers(): Record<string, string> {
-  return {
-    authorization: `Bearer ${token}`,
-    'content-type': 'application/json',
-    accept: 'application/json, text/event-stream',
-    'mcp-protocol-version': '2025-11-25',
-  };
-}
-
-interface Call {
-  /** Resolves when the response headers arrived: the server accepted the call. */
-  accepted: Promise<void>;
-  /** The whole response body. */
-  body: Promise<string>;
-}
-
-function call(url: string, body: unknown, agent: Agent = keepAliveClients): Call {
-  const payload = JSON.stringify(body);
-  let accept!: () => void;
-  const accepted = new Promise<void>((resolve) => (accept = resolve));
-  const text = new Promise<string>((resolve, reject) => {
-    const req = request(
-      url,
-      { method: 'POST', agent, headers: { ...headers(), 'content-length': Buffer.byteLength(payload) } },
-      (res) => {
-        accept();
-        let data = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => (data += chunk));
-        res.on('error', reject);
-        res.on('end', () =>
-          res.statusCode! >= 300 ? reject(new Error(`${url}: ${res.statusCode} ${data}`)) : resolve(data),
-        );
-      },
-    );
-    req.on('error', reject);
-    req.end(payload);
-  });
-  // A call that fails before its headers frees its slot too; the failure surfaces through `body`.
-  text.catch(() => accept());
-  return { accepted, body: text };
+function call(url: string, body: unknown, agent: Agent = keepAliveClients): RawCall {
+  return rawCall(url, token, body, agent);
 }
 
 async function post(url: string, body: unknown): Promise<string> {
   return call(url, body).body;
 }
 
-/** The JSON-RPC response in an SSE body: the tool result's structured content. */
-function toolResult(text: string): any {
-  const response = text
-    .split('\n')
-    .filter((l) => l.startsWith('data: '))
-    .map((l) => JSON.parse(l.slice(6)))
-    .find((m) => m.id !== undefined);
-  if (!response?.result || response.result.isError) throw new Error(`no tool result in: ${text.slice(0, 400)}`);
-  return response.result.structuredContent;
-}
-
 let rpcId = 0;
-function awaitCall(server: SpawnedServer, args: Record<string, unknown>, agent?: Agent): Call {
+function awaitCall(server: SpawnedServer, args: Record<string, unknown>, agent?: Agent): RawCall {
   return call(
     `${server.url}/mcp`,
     { jsonrpc: '2.0', id: ++rpcId, method: 'tools/call', params: { name: 'email_await', arguments: args } },
@@ -233,10 +184,6 @@ async function transactions(db: TestDatabase, name: string): Promise<number> {
   }
 }
 
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
-}
-
 async function wakeLatency(
   waitOn: SpawnedServer,
   ingestVia: SpawnedServer,
@@ -324,7 +271,6 @@ async function warmUpReplica(server: SpawnedServer, mailboxes: readonly string[]
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const count = (n: number) => n.toLocaleString('en-US');
 
 async function main(): Promise<void> {
   const releaseDatabase = await databaseServer();
