@@ -6,7 +6,7 @@ import { activeWaits, metricValue } from '../support/metrics';
 import { createMailbox, ingest, randomSecret } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
 import { openOk, openSocket, socketUrlOn } from '../support/wait-socket';
-import { Replica, ReplicaSet } from '../support/replicas';
+import { Replica, ReplicaSet, waitOwnerPid } from '../support/replicas';
 
 const ids = (result: { events: Array<{ message_id: string }> }) => result.events.map((e) => e.message_id);
 
@@ -40,11 +40,7 @@ describe('persisted waits across server processes', () => {
       )
     )[0];
 
-  /** The replica whose lease a wait is owned under (owner ids carry the process id), if any. */
-  const ownerOf = async (waitId: string) => {
-    const [{ owner }] = await db.query<{ owner: string | null }>('SELECT owner FROM waits WHERE id = $1', [waitId]);
-    return owner === null ? null : owner.split(':')[1];
-  };
+  const ownerOf = (waitId: string) => waitOwnerPid(db, waitId);
   const pidOf = (replica: Replica) => String(replica.server.pid);
   /** A replica takes its wait lease just after it starts; waits it stores before that are unowned. */
   const leaseTaken = (replica: Replica) =>

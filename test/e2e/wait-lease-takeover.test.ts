@@ -6,7 +6,7 @@ import { activeWaits, metricValue } from '../support/metrics';
 import { createMailbox, ingest, randomSecret } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
 import { openOk, socketUrlOn } from '../support/wait-socket';
-import { Replica, ReplicaSet } from '../support/replicas';
+import { Replica, ReplicaSet, waitOwnerPid } from '../support/replicas';
 
 /** Short, so that the takeover bound is tested in seconds. */
 const RECHECK_SECONDS = 3;
@@ -31,10 +31,7 @@ describe('wait lease of a hung replica', () => {
   let b: Replica;
   let mailboxId: string;
 
-  const ownerOf = async (waitId: string) => {
-    const [{ owner }] = await db.query<{ owner: string | null }>('SELECT owner FROM waits WHERE id = $1', [waitId]);
-    return owner === null ? null : owner.split(':')[1];
-  };
+  const ownerOf = (waitId: string) => waitOwnerPid(db, waitId);
   /**
    * A replica renews its lease four times per re-check period, for half a period, once it sees
    * another replica's lease (alone, once per period, for two): wait until `pid` does.

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { TestDatabase } from './database';
 import { connectMcp } from './mcp';
 import { RestClient } from './rest';
 import { scrubbed, spawnServer, SpawnedServer } from './spawned-server';
@@ -60,4 +61,10 @@ export class ReplicaSet {
       await replica.server.stop('SIGTERM');
     }
   }
+}
+
+/** The process id of the replica whose lease a persisted wait is owned under (owner ids carry it), or null. */
+export async function waitOwnerPid(db: TestDatabase, waitId: string): Promise<string | null> {
+  const [{ owner }] = await db.query<{ owner: string | null }>('SELECT owner FROM waits WHERE id = $1', [waitId]);
+  return owner === null ? null : owner.split(':')[1];
 }
