@@ -13,12 +13,21 @@ import { BlockingCallResponder } from './blocking-call.responder';
 import { CallCancellations } from './call-cancellations';
 import { McpServerFactory } from './mcp-server.factory';
 import { jsonRpcError, SERVER_ERROR } from './json-rpc';
-import { ProtocolRevision, revisionOf, SUPPORTED_REVISIONS, TASKS_REVISION } from './protocol-revision';
+import { ModernMcpEndpoint } from './modern/modern-mcp.endpoint';
+import {
+  isModernRequest,
+  ProtocolRevision,
+  revisionOf,
+  SUPPORTED_REVISIONS,
+  TASKS_REVISION,
+} from './protocol-revision';
 import { invalidParams } from './request-params';
 
 /**
  * Serves one POST /mcp over Streamable HTTP in stateless mode: a fresh server and transport per
  * request, closed when the response ends. The body was parsed (and size-limited) by the HTTP layer.
+ * Requests of the 2026-07-28 era go to the v2 SDK (ModernMcpEndpoint); the rest are served by SDK
+ * 1.x exactly as before.
  */
 @Injectable()
 export class McpEndpoint {
@@ -27,9 +36,11 @@ export class McpEndpoint {
     private readonly blockingCalls: BlockingCallResponder,
     private readonly cancellations: CallCancellations,
     private readonly config: AppConfig,
+    private readonly modern: ModernMcpEndpoint,
   ) {}
 
   async handle(caller: Caller, req: Request, res: Response): Promise<void> {
+    if (isModernRequest(req.body, req.headers['mcp-protocol-version'])) return this.modern.handle(caller, req, res);
     const revision = revisionOf(req.body, req.headers['mcp-protocol-version']);
     if (!revision) {
       res

@@ -9,6 +9,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { Caller } from '../auth/caller';
 import { progressNotifier } from './progress';
+import { SERVER_INFO, SERVER_INSTRUCTIONS } from './server-identity';
 import { ProtocolRevision, TASKS_REVISION } from './protocol-revision';
 import { TaskRequestHandlers } from './task-request.handlers';
 import { ToolCatalog } from './tool-catalog';
@@ -23,15 +24,6 @@ const CAPABILITIES_WITH_TASKS: ServerCapabilities = {
 
 /** The SDK would build a new Ajv instance (with all formats) for every server, i.e. every request. */
 const SHARED_VALIDATOR = new AjvJsonSchemaValidator();
-
-const SERVER_INFO = { name: 'alcarta', title: 'Alcarta', version: '0.1.0' };
-
-const INSTRUCTIONS =
-  'Alcarta gives you mailboxes and human approvals. Use list_mailboxes to find your mailboxes, ' +
-  'list_messages/get_message to read mail, send_email to send (a person approves first) and request_approval ' +
-  'to ask a person before acting. Never poll in a loop: wait for new mail or decisions with email_await, ' +
-  'monitor_inbox or monitor_approval, and resume with the next_cursor you were given. For waits longer than ' +
-  'your request timeout, run them as tasks and block on tasks/result.';
 
 /**
  * Builds the MCP server object for one HTTP request (the endpoint is stateless: any replica serves
@@ -50,7 +42,7 @@ export class McpServerFactory {
     const capabilities = revision === TASKS_REVISION ? CAPABILITIES_WITH_TASKS : CAPABILITIES;
     const server = new Server(SERVER_INFO, {
       capabilities,
-      instructions: INSTRUCTIONS,
+      instructions: SERVER_INSTRUCTIONS,
       jsonSchemaValidator: SHARED_VALIDATOR,
     });
     // The SDK would echo any revision it knows (including ones Alcarta does not support); the
@@ -59,7 +51,7 @@ export class McpServerFactory {
       protocolVersion: revision,
       capabilities,
       serverInfo: SERVER_INFO,
-      instructions: INSTRUCTIONS,
+      instructions: SERVER_INSTRUCTIONS,
     }));
     server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: this.catalog.list(caller, revision) }));
     server.setRequestHandler(CallToolRequestSchema, (request, extra) => {

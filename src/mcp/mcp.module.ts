@@ -15,6 +15,10 @@ import { ApprovalTools } from './tools/approval.tools';
 import { MailTools } from './tools/mail.tools';
 import { WaitTools } from './tools/wait.tools';
 import { DeliveryModule } from '../delivery/delivery.module';
+import { ModernMcpEndpoint } from './modern/modern-mcp.endpoint';
+import { ModernServerFactory } from './modern/modern-server.factory';
+import { MODERN_EXTENSIONS, ModernToolCalls } from './modern/modern-tool-calls';
+import { ModernExtension } from './modern/modern-extension';
 
 /** The MCP endpoint. Its browser access (CORS, origin check) is `mcpBrowserAccess`, set up before body parsing. */
 @Module({
@@ -35,6 +39,14 @@ import { DeliveryModule } from '../delivery/delivery.module';
     CallCancellations,
     BlockingCallResponder,
     McpEndpoint,
+    {
+      provide: MODERN_EXTENSIONS,
+      inject: [],
+      useFactory: (...extensions: ModernExtension[]) => extensions,
+    },
+    ModernToolCalls,
+    ModernServerFactory,
+    ModernMcpEndpoint,
   ],
 })
 export class McpModule {}

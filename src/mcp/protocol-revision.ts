@@ -1,14 +1,23 @@
-/** The MCP revisions Alcarta speaks (SPEC §3), newest first. */
+/** The MCP revisions Alcarta serves with `initialize` (SPEC §3), newest first: `@modelcontextprotocol/sdk` 1.x. */
 export const SUPPORTED_REVISIONS = ['2025-11-25', '2025-06-18', '2025-03-26'] as const;
-export type ProtocolRevision = (typeof SUPPORTED_REVISIONS)[number];
+export type LegacyRevision = (typeof SUPPORTED_REVISIONS)[number];
 
-export const LATEST_REVISION: ProtocolRevision = '2025-11-25';
+/**
+ * MCP 2026-07-28 (SPEC §12): stateless, no `initialize`, the revision in each request's `_meta`.
+ * Served beside the revisions above by the v2 SDK (`@modelcontextprotocol/server`), see src/mcp/modern.
+ */
+export const MODERN_REVISION = '2026-07-28';
+/** Every revision Alcarta serves, newest first (what `server/discover` lists). */
+export const ALL_REVISIONS = [MODERN_REVISION, ...SUPPORTED_REVISIONS] as const;
+export type ProtocolRevision = LegacyRevision | typeof MODERN_REVISION;
+
+export const LATEST_REVISION: LegacyRevision = '2025-11-25';
 /** The first revision with MCP Tasks: before it, tools/call ignores `task` and tasks/* do not exist (SPEC §5). */
-export const TASKS_REVISION: ProtocolRevision = '2025-11-25';
+export const TASKS_REVISION: LegacyRevision = '2025-11-25';
 /** What a request without an MCP-Protocol-Version header is taken to speak (MCP transport spec). */
-export const DEFAULT_REVISION: ProtocolRevision = '2025-03-26';
+export const DEFAULT_REVISION: LegacyRevision = '2025-03-26';
 
-function isSupported(value: unknown): value is ProtocolRevision {
+function isSupported(value: unknown): value is LegacyRevision {
   return (SUPPORTED_REVISIONS as readonly unknown[]).includes(value);
 }
 
@@ -17,7 +26,7 @@ function isSupported(value: unknown): value is ProtocolRevision {
  * if supported, else the latest. Every other request names its revision in the header; an
  * unsupported header value yields undefined (the caller answers 400).
  */
-export function revisionOf(body: unknown, header: string | string[] | undefined): ProtocolRevision | undefined {
+export function revisionOf(body: unknown, header: string | string[] | undefined): LegacyRevision | undefined {
   const message = body as { method?: unknown; params?: { protocolVersion?: unknown } } | undefined;
   if (message && !Array.isArray(message) && message.method === 'initialize') {
     const requested = message.params?.protocolVersion;
@@ -26,4 +35,24 @@ export function revisionOf(body: unknown, header: string | string[] | undefined)
   const value = Array.isArray(header) ? header[0] : header;
   if (value === undefined) return DEFAULT_REVISION;
   return isSupported(value) ? value : undefined;
+}
+
+/** The `_meta` key of a 2026-07-28 request that names its revision. */
+const PROTOCOL_VERSION_META_KEY = 'io.modelcontextprotocol/protocolVersion';
+
+/**
+ * Whether a request belongs to the 2026-07-28 era: it says so in the MCP-Protocol-Version header,
+ * claims a revision in its `_meta` (any value: the v2 SDK answers an unknown one with -32022 and
+ * the list it supports), or is `server/discover`, which only that era has. Everything else,
+ * `initialize` included, is served exactly as before by SDK 1.x. A cheap look at fields, not a
+ * parse: the v2 SDK validates the whole request behind it.
+ */
+export function isModernRequest(body: unknown, header: string | string[] | undefined): boolean {
+  if ((Array.isArray(header) ? header[0] : header) === MODERN_REVISION) return true;
+  if (!body || typeof body !== 'object' || Array.isArray(body)) return false;
+  const message = body as { method?: unknown; params?: { _meta?: unknown } };
+  if (message.method === 'initialize') return false;
+  if (message.method === 'server/discover') return true;
+  const meta = message.params?._meta;
+  return !!meta && typeof meta === 'object' && PROTOCOL_VERSION_META_KEY in meta;
 }

@@ -1,0 +1,76 @@
+import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
+import { createMcpHandler } from '@modelcontextprotocol/server';
+import type { AuthInfo, McpHttpHandler, McpRequestContext, PerRequestResponseMode } from '@modelcontextprotocol/server';
+import { toNodeHandler } from '@modelcontextprotocol/node';
+import type { NodeMcpRequestHandler } from '@modelcontextprotocol/node';
+import { Request, Response } from 'express';
+import { Caller } from '../../auth/caller';
+import { AppConfig } from '../../config/app-config';
+import { ToolCatalog } from '../tool-catalog';
+import { ModernServerFactory } from './modern-server.factory';
+
+/** How the caller reaches the per-request server factory: the v2 SDK passes `authInfo` through. */
+interface CallerAuthInfo extends AuthInfo {
+  extra: { caller: Caller };
+}
+
+/**
+ * Serves POST /mcp requests of the 2026-07-28 era with the v2 SDK's `createMcpHandler`, in strict
+ * modern mode: the endpoint routes 2025-era requests to SDK 1.x before they get here. Calls of the
+ * blocking tools (the waits) are answered over SSE from the start, so `: keepalive` comments keep
+ * proxies from closing a quiet wait; every other request gets a plain JSON body unless it sends
+ * progress first.
+ */
+@Injectable()
+export class ModernMcpEndpoint implements OnModuleDestroy {
+  private readonly logger = new Logger(ModernMcpEndpoint.name);
+  private readonly handlers: McpHttpHandler[] = [];
+  private readonly plain: NodeMcpRequestHandler;
+  private readonly streamed: NodeMcpRequestHandler;
+
+  constructor(
+    private readonly servers: ModernServerFactory,
+    private readonly catalog: ToolCatalog,
+    private readonly config: AppConfig,
+  ) {
+    this.plain = this.handler('auto');
+    this.streamed = this.handler('sse');
+  }
+
+  async handle(caller: Caller, req: Request, res: Response): Promise<void> {
+    const auth: CallerAuthInfo = { token: '', clientId: caller.tokenId, scopes: [...caller.scopes], extra: { caller } };
+    (req as Request & { auth?: AuthInfo }).auth = auth;
+    const handler = this.isBlockingCall(req.body, caller) ? this.streamed : this.plain;
+    await handler(req, res, req.body);
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await Promise.all(this.handlers.map((h) => h.close()));
+  }
+
+  private handler(responseMode: PerRequestResponseMode): NodeMcpRequestHandler {
+    const handler = createMcpHandler((ctx: McpRequestContext) => this.servers.create(callerOf(ctx)), {
+      legacy: 'reject',
+      responseMode,
+      keepAliveMs: this.config.keepaliveMs,
+      // Rejections of client mistakes are answered to the client; only the endpoint's own failures are news.
+      onerror: (err) => this.logger.debug(`2026-07-28 request not served: ${err.message}`),
+    });
+    this.handlers.push(handler);
+    return toNodeHandler(handler, { onerror: (err) => this.logger.error(err) });
+  }
+
+  private isBlockingCall(body: unknown, caller: Caller): boolean {
+    const call = body as { method?: unknown; params?: { name?: unknown } } | null;
+    return call?.method === 'tools/call' && typeof call.params?.name === 'string'
+      ? this.catalog.isBlocking(call.params.name, caller)
+      : false;
+  }
+}
+
+function callerOf(ctx: McpRequestContext): Caller {
+  const caller = (ctx.authInfo as CallerAuthInfo | undefined)?.extra?.caller;
+  // The endpoint always passes one: a request without it never reaches the factory.
+  if (!caller) throw new Error('2026-07-28 request without a caller');
+  return caller;
+}

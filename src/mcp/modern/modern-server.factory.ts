@@ -1,0 +1,58 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { Server } from '@modelcontextprotocol/server';
+import type { CallToolResult, JSONObject, ServerCapabilities, Tool } from '@modelcontextprotocol/server';
+import { Caller } from '../../auth/caller';
+import { SERVER_INFO, SERVER_INSTRUCTIONS } from '../server-identity';
+import { progressNotifier } from '../progress';
+import { ALL_REVISIONS, MODERN_REVISION } from '../protocol-revision';
+import { ToolCatalog } from '../tool-catalog';
+import { ToolContext } from '../tool-definition';
+import { clientCapabilities, ModernExtension } from './modern-extension';
+import { MODERN_EXTENSIONS, ModernToolCalls } from './modern-tool-calls';
+
+/**
+ * Builds the v2 SDK server for one 2026-07-28 request (stateless, like the older era): the same
+ * tool catalog and wait engine as SDK 1.x serves to 2025-era clients, with the extensions this
+ * deployment offers. The v2 SDK does the protocol: `server/discover`, the `_meta` envelope,
+ * `resultType`, the header checks, `ttlMs`/`cacheScope`, the error codes of the revision.
+ */
+@Injectable()
+export class ModernServerFactory {
+  private readonly capabilities: ServerCapabilities;
+
+  constructor(
+    private readonly catalog: ToolCatalog,
+    private readonly toolCalls: ModernToolCalls,
+    @Inject(MODERN_EXTENSIONS) private readonly extensions: ModernExtension[],
+  ) {
+    const offered = extensions.filter((e) => e.enabled);
+    this.capabilities = {
+      tools: { listChanged: false },
+      ...(offered.length > 0 && {
+        extensions: Object.fromEntries(offered.map((e) => [e.id, e.settings as JSONObject])),
+      }),
+    };
+  }
+
+  create(caller: Caller): Server {
+    const server = new Server(SERVER_INFO, {
+      capabilities: this.capabilities,
+      instructions: SERVER_INSTRUCTIONS,
+      supportedProtocolVersions: [...ALL_REVISIONS],
+    });
+    // The catalog's listing is plain JSON, typed with SDK 1.x's (looser) schema types.
+    server.setRequestHandler('tools/list', () => ({ tools: this.catalog.list(caller, MODERN_REVISION) as Tool[] }));
+    server.setRequestHandler('tools/call', (request, ctx): Promise<CallToolResult> => {
+      const toolContext: ToolContext = {
+        caller,
+        revision: MODERN_REVISION,
+        signal: ctx.mcpReq.signal,
+        progress: progressNotifier(ctx.mcpReq._meta?.progressToken, (notification) => ctx.mcpReq.notify(notification)),
+      };
+      const { name, arguments: args } = request.params;
+      return this.toolCalls.call(name, args, toolContext, clientCapabilities(ctx.mcpReq.envelope));
+    });
+    for (const extension of this.extensions) if (extension.enabled) extension.register(server, caller);
+    return server;
+  }
+}

@@ -1,0 +1,10 @@
+/** Who the server says it is, at every revision. */
+export const SERVER_INFO = { name: 'alcarta', title: 'Alcarta', version: '0.1.0' };
+
+/** The `instructions` of the server, at every revision. */
+export const SERVER_INSTRUCTIONS =
+  'Alcarta gives you mailboxes and human approvals. Use list_mailboxes to find your mailboxes, ' +
+  'list_messages/get_message to read mail, send_email to send (a person approves first) and request_approval ' +
+  'to ask a person before acting. Never poll in a loop: wait for new mail or decisions with email_await, ' +
+  'monitor_inbox or monitor_approval, and resume with the next_cursor you were given. For waits longer than ' +
+  'your request timeout, run them as tasks and block on tasks/result.';
