@@ -301,6 +301,32 @@ describe('MCP 2026-07-28: the Tasks extension on the wait tools', () => {
     await raw2026(server.url, secret, 'tasks/cancel', { taskId: created.taskId });
   });
 
+  it('subscriptions/listen for taskIds: acknowledged with no task ids (notifications/tasks not offered); -32021 without the extension', async () => {
+    const created = await inboxTask();
+    const res = await raw2026(server.url, secret, 'subscriptions/listen', {
+      notifications: { taskIds: [created.taskId] },
+    });
+    assert.equal(res.status, 200);
+    const messages = res.text
+      .split('\n')
+      .filter((l) => l.startsWith('data: '))
+      .map((l) => JSON.parse(l.slice(6)));
+    const ack = messages.find((m) => m.method === 'notifications/subscriptions/acknowledged');
+    assert.deepEqual(ack?.params.notifications, {}, JSON.stringify(messages));
+    assert.ok(!messages.some((m) => m.method === 'notifications/tasks'));
+
+    const undeclared = await raw2026(
+      server.url,
+      secret,
+      'subscriptions/listen',
+      { notifications: { taskIds: [created.taskId] } },
+      { capabilities: {} },
+    );
+    assert.equal(undeclared.json.error?.code, MISSING_CLIENT_CAPABILITY, undeclared.text);
+    assert.deepEqual(undeclared.json.error.data.requiredCapabilities, { extensions: { [TASKS_EXTENSION]: {} } });
+    await raw2026(server.url, secret, 'tasks/cancel', { taskId: created.taskId });
+  });
+
   it('Mcp-Name must equal params.taskId: a mismatch or a missing header is -32020 (HTTP 400)', async () => {
     const created = await inboxTask();
     for (const name of ['task_someoneelse', '']) {

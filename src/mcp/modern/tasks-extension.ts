@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { Caller } from '../../auth/caller';
 import { AlcartaError } from '../../common/errors';
 import { TaskService, TaskSnapshot, TaskView } from '../../tasks/task.service';
-import { clientCapabilities, declaresExtension, ModernExtension } from './modern-extension';
+import { clientCapabilities, declaresExtension, ModernExtension, requiredExtension } from './modern-extension';
 
 export const TASKS_EXTENSION_ID = 'io.modelcontextprotocol/tasks';
 
@@ -101,6 +101,11 @@ export class TasksExtension implements ModernExtension {
     );
   }
 
+  /** `notifications/tasks` is not offered, but asking for it needs the extension all the same. */
+  listenNeedsDeclaration(notifications: Record<string, unknown>): boolean {
+    return notifications.taskIds !== undefined;
+  }
+
   /**
    * A tasks/* request of a client that did not declare the extension on it: -32021. Task problems
    * are JSON-RPC errors: an unknown task (or another token's) -32602, a restarting server -32603.
@@ -108,7 +113,7 @@ export class TasksExtension implements ModernExtension {
   private async serve<T>(ctx: ServerContext, run: () => Promise<T>): Promise<T> {
     if (!declaresExtension(clientCapabilities(ctx.mcpReq.envelope), TASKS_EXTENSION_ID)) {
       throw new MissingRequiredClientCapabilityError(
-        { requiredCapabilities: { extensions: { [TASKS_EXTENSION_ID]: {} } } },
+        requiredExtension(TASKS_EXTENSION_ID),
         'Missing required client capability: the io.modelcontextprotocol/tasks extension',
       );
     }
