@@ -1,9 +1,14 @@
 import { Inject, Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { createMcpHandler, ProtocolErrorCode } from '@modelcontextprotocol/server';
-import type { AuthInfo, McpHttpHandler, McpRequestContext, PerRequestResponseMode } from '@modelcontextprotocol/server';
+import type {
+  AuthInfo,
+  McpHttpHandler,
+  McpRequestContext,
+  PerRequestResponseMode,
+  RequestId,
+} from '@modelcontextprotocol/server';
 import { toNodeHandler } from '@modelcontextprotocol/node';
 import type { NodeMcpRequestHandler } from '@modelcontextprotocol/node';
-import type { RequestId } from '@modelcontextprotocol/sdk/types.js';
 import { Request, Response } from 'express';
 import { Caller } from '../../auth/caller';
 import { AppConfig } from '../../config/app-config';
