@@ -19,6 +19,7 @@ import { ModernMcpEndpoint } from './modern/modern-mcp.endpoint';
 import { ModernServerFactory } from './modern/modern-server.factory';
 import { MODERN_EXTENSIONS, ModernToolCalls } from './modern/modern-tool-calls';
 import { ModernExtension } from './modern/modern-extension';
+import { TasksExtension } from './modern/tasks-extension';
 
 /** The MCP endpoint. Its browser access (CORS, origin check) is `mcpBrowserAccess`, set up before body parsing. */
 @Module({
@@ -41,9 +42,10 @@ import { ModernExtension } from './modern/modern-extension';
     McpEndpoint,
     {
       provide: MODERN_EXTENSIONS,
-      inject: [],
+      inject: [TasksExtension],
       useFactory: (...extensions: ModernExtension[]) => extensions,
     },
+    TasksExtension,
     ModernToolCalls,
     ModernServerFactory,
     ModernMcpEndpoint,

@@ -72,22 +72,56 @@ export class ToolCatalog {
     if (!entry.definition.task) {
       throw new McpError(ErrorCode.MethodNotFound, `Tool ${name} does not support task-augmented calls`);
     }
-    let task: TaskView;
-    try {
-      task = await entry.definition.task(parseArguments(entry.definition, rawArgs ?? {}), ctx, ttlMs);
-    } catch (err) {
-      if (!(err instanceof AlcartaError)) {
-        this.logger.error(err instanceof Error ? err : String(err));
-        throw new McpError(ErrorCode.InternalError, 'Internal error');
-      }
-      task = await this.tasks.startFailed(ctx.caller, failure(err), err.message, ttlMs);
-    }
+    const started = await this.startTask(entry.definition, rawArgs, ctx, ttlMs);
+    const task =
+      started instanceof AlcartaError
+        ? await this.tasks.startFailed(ctx.caller, failure(started), started.message, ttlMs)
+        : started;
     return {
       task,
       _meta: {
         'io.modelcontextprotocol/model-immediate-response': `Started task ${task.taskId}. It completes when the wait resolves; tasks/result returns its result.`,
       },
     };
+  }
+
+  /** Whether the tool can run as a task (the waits) for this caller. */
+  supportsTask(name: string, caller: Caller): boolean {
+    const entry = this.entries.get(name);
+    return !!entry?.definition.task && caller.hasAnyScope(entry.definition.scopes);
+  }
+
+  /**
+   * A call the Tasks extension (2026-07-28) runs as a task: the task, durably created, or, when the
+   * call fails at once (bad arguments, limits), the error result the plain call returns and no task:
+   * the extension lets the server decide per call, and a task that is born finished helps no one.
+   */
+  async callAsExtensionTask(
+    name: string,
+    rawArgs: unknown,
+    ctx: ToolContext,
+  ): Promise<{ task: TaskView } | { result: CallToolResult }> {
+    const entry = this.permitted(name, ctx.caller);
+    if (!entry.definition.task) throw new Error(`Tool ${name} has no task support (ask supportsTask first)`);
+    // No ttl in the extension's request: the task lives as long as its wait, plus time to fetch the result.
+    const started = await this.startTask(entry.definition, rawArgs, ctx, undefined);
+    return started instanceof AlcartaError ? { result: failure(started) } : { task: started };
+  }
+
+  /** Starts the tool's task; a mistake the plain call would report comes back as its AlcartaError. */
+  private async startTask(
+    definition: ToolDefinition,
+    rawArgs: unknown,
+    ctx: ToolContext,
+    ttlMs: number | undefined,
+  ): Promise<TaskView | AlcartaError> {
+    try {
+      return await definition.task!(parseArguments(definition, rawArgs ?? {}), ctx, ttlMs);
+    } catch (err) {
+      if (err instanceof AlcartaError) return err;
+      this.logger.error(err instanceof Error ? err : String(err));
+      throw new McpError(ErrorCode.InternalError, 'Internal error');
+    }
   }
 
   /** Tools the token may not use are reported exactly like tools that do not exist. */

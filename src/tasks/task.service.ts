@@ -20,6 +20,12 @@ export interface TaskView {
   pollInterval: number;
 }
 
+/** A task with the CallToolResult it stores once terminal (null while it works, and when cancelled). */
+export interface TaskSnapshot {
+  task: TaskView;
+  result: Record<string, unknown> | null;
+}
+
 /** The status message of a task cancelled because its token lost its access. */
 const ACCESS_ENDED_MESSAGES: Record<AccessEndReason, string> = {
   token_revoked: 'The task was cancelled: its token was revoked.',
@@ -100,6 +106,12 @@ export class TaskService {
     return view(await this.find(caller, taskId));
   }
 
+  /** The task as it is now, with its stored result once terminal; never blocks (the 2026-07-28 tasks/get). */
+  async snapshot(caller: Caller, taskId: string): Promise<TaskSnapshot> {
+    const task = await this.find(caller, taskId);
+    return { task: view(task), result: task.result };
+  }
+
   async list(caller: Caller, cursor: string | undefined): Promise<{ tasks: TaskView[]; nextCursor?: string }> {
     const rows = await this.tasks.page(
       caller.tokenId,
@@ -116,16 +128,25 @@ export class TaskService {
 
   /** Cancels a working task: it is `cancelled` before this returns, and its wait stops everywhere. */
   async cancel(caller: Caller, taskId: string): Promise<TaskView> {
-    const outcome = hasIdShape(taskId, 'task')
-      ? await this.tasks.cancel(taskId, caller.tokenId, 'The task was cancelled by request.')
-      : null;
-    if (!outcome) throw taskNotFound(taskId);
+    const outcome = await this.cancelIfWorking(caller, taskId);
     if (!outcome.cancelled) {
       throw conflict('task_terminal', `Cannot cancel task: already in terminal status '${outcome.task.status}'.`, {
         status: outcome.task.status,
       });
     }
-    return view(outcome.task);
+    return outcome.task;
+  }
+
+  /**
+   * Cancels the task if it still works (as `cancel` does: `cancelled` before this returns, its wait
+   * stopped everywhere); a task that has ended stays as it ended. Unknown to the caller: not found.
+   */
+  async cancelIfWorking(caller: Caller, taskId: string): Promise<{ task: TaskView; cancelled: boolean }> {
+    const outcome = hasIdShape(taskId, 'task')
+      ? await this.tasks.cancel(taskId, caller.tokenId, 'The task was cancelled by request.')
+      : null;
+    if (!outcome) throw taskNotFound(taskId);
+    return { task: view(outcome.task), cancelled: outcome.cancelled };
   }
 
   /**

@@ -1,4 +1,4 @@
-import type { Server } from '@modelcontextprotocol/server';
+import type { MissingRequiredClientCapabilityErrorData, Server } from '@modelcontextprotocol/server';
 import { Caller } from '../../auth/caller';
 
 /**
@@ -14,6 +14,12 @@ export interface ModernExtension {
   /** Whether this deployment offers it (a setting may switch it off). */
   readonly enabled: boolean;
   register(server: Server, caller: Caller): void;
+  /**
+   * Whether a `subscriptions/listen` filter asks for this extension's notifications without the
+   * request declaring the extension (SEP-2663 wants -32021 then). Asked before the v2 SDK, whose
+   * listen router serves `subscriptions/listen` itself and knows only the core filter fields.
+   */
+  listenNeedsDeclaration?(notifications: Record<string, unknown>): boolean;
 }
 
 /** The `io.modelcontextprotocol/clientCapabilities` a 2026-07-28 request carried in its `_meta`. */
@@ -34,4 +40,9 @@ export function clientCapabilities(envelope: object | undefined): ClientCapabili
 export function declaresExtension(capabilities: ClientCapabilities, id: string): boolean {
   const extensions = capabilities.extensions;
   return !!extensions && typeof extensions === 'object' && id in extensions;
+}
+
+/** The -32021 error data naming the extension a request must declare. */
+export function requiredExtension(id: string): MissingRequiredClientCapabilityErrorData {
+  return { requiredCapabilities: { extensions: { [id]: {} } } };
 }

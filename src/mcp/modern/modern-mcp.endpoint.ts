@@ -1,13 +1,22 @@
-import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
-import { createMcpHandler } from '@modelcontextprotocol/server';
-import type { AuthInfo, McpHttpHandler, McpRequestContext, PerRequestResponseMode } from '@modelcontextprotocol/server';
+import { Inject, Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
+import { createMcpHandler, ProtocolErrorCode } from '@modelcontextprotocol/server';
+import type {
+  AuthInfo,
+  McpHttpHandler,
+  McpRequestContext,
+  PerRequestResponseMode,
+  RequestId,
+} from '@modelcontextprotocol/server';
 import { toNodeHandler } from '@modelcontextprotocol/node';
 import type { NodeMcpRequestHandler } from '@modelcontextprotocol/node';
 import { Request, Response } from 'express';
 import { Caller } from '../../auth/caller';
 import { AppConfig } from '../../config/app-config';
 import { ToolCatalog } from '../tool-catalog';
+import { jsonRpcError, JsonRpcErrorResponse } from '../json-rpc';
+import { clientCapabilities, declaresExtension, ModernExtension, requiredExtension } from './modern-extension';
 import { ModernServerFactory } from './modern-server.factory';
+import { MODERN_EXTENSIONS } from './modern-tool-calls';
 
 /** How the caller reaches the per-request server factory: the v2 SDK passes `authInfo` through. */
 interface CallerAuthInfo extends AuthInfo {
@@ -32,12 +41,18 @@ export class ModernMcpEndpoint implements OnModuleDestroy {
     private readonly servers: ModernServerFactory,
     private readonly catalog: ToolCatalog,
     private readonly config: AppConfig,
+    @Inject(MODERN_EXTENSIONS) private readonly extensions: ModernExtension[],
   ) {
     this.plain = this.handler('auto');
     this.streamed = this.handler('sse');
   }
 
   async handle(caller: Caller, req: Request, res: Response): Promise<void> {
+    const refusal = this.undeclaredListen(req.body);
+    if (refusal) {
+      res.status(200).json(refusal);
+      return;
+    }
     const auth: CallerAuthInfo = { token: '', clientId: caller.tokenId, scopes: [...caller.scopes], extra: { caller } };
     (req as Request & { auth?: AuthInfo }).auth = auth;
     const handler = this.isBlockingCall(req.body, caller) ? this.streamed : this.plain;
@@ -58,6 +73,31 @@ export class ModernMcpEndpoint implements OnModuleDestroy {
     });
     this.handlers.push(handler);
     return toNodeHandler(handler, { onerror: (err) => this.logger.error(err) });
+  }
+
+  /**
+   * A `subscriptions/listen` asking for an extension's notifications without declaring the
+   * extension on the request: the -32021 answer (the SDK's listen router would acknowledge it).
+   */
+  private undeclaredListen(body: unknown): JsonRpcErrorResponse | undefined {
+    const listen = body as { method?: unknown; id?: RequestId; params?: { notifications?: unknown; _meta?: object } };
+    const notifications = listen?.method === 'subscriptions/listen' ? listen.params?.notifications : undefined;
+    if (!notifications || typeof notifications !== 'object') return undefined;
+    const capabilities = clientCapabilities(listen.params?._meta);
+    const missing = this.extensions.find(
+      (e) =>
+        e.enabled &&
+        e.listenNeedsDeclaration?.(notifications as Record<string, unknown>) &&
+        !declaresExtension(capabilities, e.id),
+    );
+    return missing
+      ? jsonRpcError(
+          listen.id ?? null,
+          ProtocolErrorCode.MissingRequiredClientCapability,
+          `Missing required client capability: the ${missing.id} extension`,
+          requiredExtension(missing.id),
+        )
+      : undefined;
   }
 
   private isBlockingCall(body: unknown, caller: Caller): boolean {

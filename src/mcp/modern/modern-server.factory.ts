@@ -50,7 +50,14 @@ export class ModernServerFactory {
         progress: progressNotifier(ctx.mcpReq._meta?.progressToken, (notification) => ctx.mcpReq.notify(notification)),
       };
       const { name, arguments: args } = request.params;
-      return this.toolCalls.call(name, args, toolContext, clientCapabilities(ctx.mcpReq.envelope));
+      // A CreateTaskResult (Tasks extension) is typed outside the SDK's tools/call vocabulary; the SDK
+      // passes its `resultType: 'task'` through and adds `content: []` (a tools/call result must have it).
+      return this.toolCalls.call(
+        name,
+        args,
+        toolContext,
+        clientCapabilities(ctx.mcpReq.envelope),
+      ) as Promise<CallToolResult>;
     });
     for (const extension of this.extensions) if (extension.enabled) extension.register(server, caller);
     return server;
