@@ -19,10 +19,12 @@ import { ModernMcpEndpoint } from './modern/modern-mcp.endpoint';
 import { ModernServerFactory } from './modern/modern-server.factory';
 import { MODERN_EXTENSIONS, ModernToolCalls } from './modern/modern-tool-calls';
 import { ModernExtension } from './modern/modern-extension';
+import { EventsExtension } from './modern/events-extension';
+import { WaitsModule } from '../waits/waits.module';
 
 /** The MCP endpoint. Its browser access (CORS, origin check) is `mcpBrowserAccess`, set up before body parsing. */
 @Module({
-  imports: [MailModule, ApprovalsModule, DeliveryModule, TasksModule, EventsModule],
+  imports: [MailModule, ApprovalsModule, DeliveryModule, TasksModule, EventsModule, WaitsModule],
   controllers: [McpController],
   providers: [
     MailTools,
@@ -39,9 +41,10 @@ import { ModernExtension } from './modern/modern-extension';
     CallCancellations,
     BlockingCallResponder,
     McpEndpoint,
+    EventsExtension,
     {
       provide: MODERN_EXTENSIONS,
-      inject: [],
+      inject: [EventsExtension],
       useFactory: (...extensions: ModernExtension[]) => extensions,
     },
     ModernToolCalls,
