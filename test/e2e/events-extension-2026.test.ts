@@ -195,12 +195,16 @@ describe('Events extension at 2026-07-28', () => {
     const seen: PollResult['events'] = [];
     let cursor = start.cursor;
     // Decisions appear once every transaction older than theirs has ended (on a busy database, a moment).
-    await waitFor('both decisions', async () => {
-      const page = await poll(agentA, { name: 'approval.decided', cursor, maxEvents: 1 });
-      seen.push(...page.events);
-      cursor = page.cursor;
-      return seen.length >= 2;
-    });
+    await waitFor(
+      'both decisions',
+      async () => {
+        const page = await poll(agentA, { name: 'approval.decided', cursor, maxEvents: 1 });
+        seen.push(...page.events);
+        cursor = page.cursor;
+        return seen.length >= 2;
+      },
+      { timeoutMs: 30_000 },
+    );
     assert.deepEqual(
       seen.map((e) => [e.eventId, e.data.state]),
       [
@@ -237,6 +241,41 @@ describe('Events extension at 2026-07-28', () => {
     );
   });
 
+  it('approval.decided: decisions committed concurrently while polling arrive exactly once each', async () => {
+    const start = await poll(agentA, { name: 'approval.decided', cursor: null });
+    const requests: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      requests.push(
+        (await callOk2026(agentA, 'request_approval', { mailbox_id: mailboxA, title: `r${i}` })).request_id,
+      );
+    }
+    const seen: string[] = [];
+    let cursor = start.cursor;
+    const drain = async () => {
+      const page = await poll(agentA, { name: 'approval.decided', cursor, maxEvents: 3 });
+      seen.push(...page.events.map((e) => e.eventId));
+      cursor = page.cursor;
+    };
+    let deciding = true;
+    const decided = Promise.all(
+      requests.map((id, i) => server.admin.post(`/v1/requests/${id}/${i % 2 ? 'approve' : 'reject'}`, {})),
+    ).finally(() => (deciding = false));
+    while (deciding) await drain();
+    assert.ok((await decided).every((res) => res.status === 200));
+    await waitFor(
+      'every decision',
+      async () => {
+        await drain();
+        return seen.length >= requests.length;
+      },
+      { timeoutMs: 30_000 },
+    );
+    assert.equal(new Set(seen).size, seen.length, 'no decision twice');
+    assert.deepEqual([...seen].sort(), [...requests].sort());
+    await drain();
+    assert.equal(seen.length, requests.length, 'nothing after the last one');
+  });
+
   it("never shows another token's mailboxes or requests", async () => {
     const mailStart = await poll(agentB, { name: 'email.received', cursor: null });
     const decisionStart = await poll(agentB, { name: 'approval.decided', cursor: null });
@@ -245,14 +284,18 @@ describe('Events extension at 2026-07-28', () => {
     assert.equal((await server.admin.post(`/v1/requests/${request.request_id}/approve`, {})).status, 200);
     const own = await ingest(server.admin, mailboxB, { subject: 'for B' });
     // A's decision is visible to A once its transaction is below the horizon; then B must still not see it.
-    await waitFor('A sees its decision', async () => {
-      const page = await poll(agentA, {
-        name: 'approval.decided',
-        arguments: { request_ids: [request.request_id] },
-        cursor: decisionStart.cursor,
-      });
-      return page.events.length === 1;
-    });
+    await waitFor(
+      'A sees its decision',
+      async () => {
+        const page = await poll(agentA, {
+          name: 'approval.decided',
+          arguments: { request_ids: [request.request_id] },
+          cursor: decisionStart.cursor,
+        });
+        return page.events.length === 1;
+      },
+      { timeoutMs: 30_000 },
+    );
 
     const mail = await poll(agentB, { name: 'email.received', cursor: mailStart.cursor });
     assert.deepEqual(
