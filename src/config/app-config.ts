@@ -23,6 +23,8 @@ export class AppConfig {
   readonly waitRecheckMs: number;
   readonly keepaliveMs: number;
   readonly websockets: boolean;
+  /** The experimental Events extension at 2026-07-28 (SPEC 12). */
+  readonly eventsExtension: boolean;
   readonly wsConnectTtlMs: number;
   readonly waitRetentionMs: number;
   readonly housekeepingMs: number;
@@ -87,6 +89,7 @@ export class AppConfig {
     this.waitRecheckMs = env.ALCARTA_WAIT_RECHECK_SECONDS * 1000;
     this.keepaliveMs = env.ALCARTA_KEEPALIVE_SECONDS * 1000;
     this.websockets = env.ALCARTA_WEBSOCKETS === 'on';
+    this.eventsExtension = env.ALCARTA_EVENTS_EXTENSION === 'on';
     this.wsConnectTtlMs = env.ALCARTA_WS_CONNECT_TTL_SECONDS * 1000;
     this.waitRetentionMs = env.ALCARTA_WAIT_RETENTION_SECONDS * 1000;
     this.housekeepingMs = env.ALCARTA_HOUSEKEEPING_SECONDS * 1000;

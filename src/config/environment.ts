@@ -95,6 +95,13 @@ export class Environment {
   @IsIn(['on', 'off'])
   ALCARTA_WEBSOCKETS: 'on' | 'off' = 'on';
 
+  /**
+   * The experimental Events extension at 2026-07-28 (`io.modelcontextprotocol/events`: `events/list`,
+   * `events/poll`); with off it is not in `server/discover` and its methods answer -32601.
+   */
+  @IsIn(['on', 'off'])
+  ALCARTA_EVENTS_EXTENSION: 'on' | 'off' = 'on';
+
   /** How long a websocket URL may wait to be opened. */
   @Type(() => Number)
   @IsInt()

@@ -13,6 +13,8 @@ export type EventType = 'message_received' | 'message_sent' | 'request_state_cha
 @Index('events_message', { synchronize: false })
 /** For retention: housekeeping deletes the oldest events first. */
 @Index('events_created_at', ['createdAt'])
+/** The decision feed of the Events extension, in commit-safe order (partial; owned by the migration). */
+@Index('events_decisions', { synchronize: false })
 export class EventEntity {
   @PrimaryGeneratedColumn('identity', { type: 'bigint', generatedIdentity: 'ALWAYS' })
   id: string;
@@ -47,4 +49,18 @@ export class EventEntity {
 
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;
+
+  /**
+   * The id of the transaction that wrote the row (xid8 as a bigint), set by the database: the order
+   * in which the decision feed reads (EventRepository.decisionsAfter). NULL for rows written before.
+   */
+  @Column({
+    type: 'bigint',
+    nullable: true,
+    default: () => 'alcarta_current_xact()',
+    insert: false,
+    update: false,
+    select: false,
+  })
+  xact?: string | null;
 }

@@ -2,11 +2,88 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { deleteInBatches } from '../database/batched-delete';
+import { DecisionCursor } from './decision-cursor';
+import { RequestEventPayload } from './event-log';
+
+/** A request's transition out of the decision feed, at its position. */
+export interface DecisionRow {
+  position: DecisionCursor;
+  mailboxId: string;
+  payload: RequestEventPayload;
+}
+
+/** Which decisions a read of the feed returns: the caller's mailboxes, narrowed by the filters. */
+export interface DecisionFilter {
+  /** The mailboxes the caller reaches (`all`: every mailbox). */
+  access: { all: true } | { all: false; ids: readonly string[] };
+  mailboxId?: string;
+  requestIds?: readonly string[];
+  /** States the transition ends in. */
+  states: readonly string[];
+}
 
 /** Reads and deletes of the event log for its retention (appending is EventLog's). */
 @Injectable()
 export class EventRepository {
   constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+
+  /**
+   * The request transitions after `after` that `filter` selects, at most `limit`, in (writing
+   * transaction, id) order; and the horizon of this read: the oldest transaction still running when
+   * it started. Only rows of older transactions are read. They are all committed (or rolled back)
+   * already, so no row can later appear before a position handed out: resuming is exact across
+   * concurrent writers, replicas and restarts. A transaction still running holds the feed back
+   * until it ends, never longer.
+   */
+  async decisionsAfter(
+    after: DecisionCursor,
+    filter: DecisionFilter,
+    limit: number,
+  ): Promise<{ horizon: bigint; rows: DecisionRow[] }> {
+    const rows = await this.dataSource.query<
+      Array<{
+        horizon: string;
+        xact: string | null;
+        id: string | null;
+        mailbox_id: string;
+        payload: RequestEventPayload;
+      }>
+    >(
+      `WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS horizon)
+       SELECT h.horizon::text AS horizon, e.xact::text AS xact, e.id::text AS id, e.mailbox_id, e.payload
+         FROM h
+         LEFT JOIN LATERAL (
+           SELECT xact, id, mailbox_id, payload FROM events
+            WHERE type = 'request_state_changed' AND xact IS NOT NULL
+              AND (xact, id) > ($1::bigint, $2::bigint) AND xact < h.horizon
+              AND ($3::boolean OR mailbox_id = ANY($4::text[]))
+              AND ($5::text IS NULL OR mailbox_id = $5)
+              AND ($6::text[] IS NULL OR request_id = ANY($6::text[]))
+              AND payload->>'state' = ANY($7::text[])
+            ORDER BY xact, id
+            LIMIT $8) e ON true`,
+      [
+        after.xact.toString(),
+        after.id.toString(),
+        filter.access.all,
+        filter.access.all ? [] : filter.access.ids,
+        filter.mailboxId ?? null,
+        filter.requestIds ?? null,
+        filter.states,
+        limit,
+      ],
+    );
+    return {
+      horizon: BigInt(rows[0].horizon),
+      rows: rows
+        .filter((r) => r.id !== null)
+        .map((r) => ({
+          position: DecisionCursor.at(BigInt(r.xact!), BigInt(r.id!)),
+          mailboxId: r.mailbox_id,
+          payload: r.payload,
+        })),
+    };
+  }
 
   /**
    * When the oldest event written at `notBefore` or later was written; undefined when there is none.

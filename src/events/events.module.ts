@@ -9,6 +9,6 @@ import { EventRetentionHousekeeping } from './event-retention.housekeeping';
 @Module({
   imports: [TypeOrmModule.forFeature([EventEntity])],
   providers: [EventLog, DoorbellListener, EventRepository, EventRetentionHousekeeping],
-  exports: [EventLog, DoorbellListener, EventRetentionHousekeeping],
+  exports: [EventLog, DoorbellListener, EventRepository, EventRetentionHousekeeping],
 })
 export class EventsModule {}

@@ -20,10 +20,12 @@ import { ModernServerFactory } from './modern/modern-server.factory';
 import { MODERN_EXTENSIONS, ModernToolCalls } from './modern/modern-tool-calls';
 import { ModernExtension } from './modern/modern-extension';
 import { TasksExtension } from './modern/tasks-extension';
+import { EventsExtension } from './modern/events-extension';
+import { WaitsModule } from '../waits/waits.module';
 
 /** The MCP endpoint. Its browser access (CORS, origin check) is `mcpBrowserAccess`, set up before body parsing. */
 @Module({
-  imports: [MailModule, ApprovalsModule, DeliveryModule, TasksModule, EventsModule],
+  imports: [MailModule, ApprovalsModule, DeliveryModule, TasksModule, EventsModule, WaitsModule],
   controllers: [McpController],
   providers: [
     MailTools,
@@ -40,9 +42,10 @@ import { TasksExtension } from './modern/tasks-extension';
     CallCancellations,
     BlockingCallResponder,
     McpEndpoint,
+    EventsExtension,
     {
       provide: MODERN_EXTENSIONS,
-      inject: [TasksExtension],
+      inject: [TasksExtension, EventsExtension],
       useFactory: (...extensions: ModernExtension[]) => extensions,
     },
     TasksExtension,

@@ -22,6 +22,8 @@ export interface MessageWaitSpec {
   /** Only messages whose From domain passed DMARC (`from_verified: true`); false: no such filter. */
   fromVerifiedOnly: boolean;
   timeoutMs: number;
+  /** At most this many events in the result (an `events/poll` page); undefined: MAX_EVENTS. */
+  maxEvents?: number;
 }
 
 /**

@@ -47,6 +47,8 @@ export interface AwaitArguments {
   delivery: Delivery;
   since_cursor?: string;
   wait_id?: string;
+  /** Message waits: at most this many events (1–MAX_EVENTS); no tool takes it, `events/poll` pages do. */
+  max_events?: number;
 }
 
 /**
@@ -237,6 +239,7 @@ export class WaitService {
       subjectContains: normalise(event.subject_contains),
       fromVerifiedOnly: event.from_verified === true,
       timeoutMs,
+      maxEvents: args.max_events,
     };
   }
 

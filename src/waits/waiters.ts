@@ -146,13 +146,13 @@ export class MessageWaiter extends Waiter {
   }
 
   get full(): boolean {
-    return this.matches.length >= MAX_EVENTS;
+    return this.matches.length >= (this.spec.maxEvents ?? MAX_EVENTS);
   }
 
   /**
    * Consumes rows of one mailbox in sequence order. Rows at or below the waiter's position were
    * seen already and are skipped; a row beyond the next expected position means this scan started
-   * too late for this waiter (it needs its own). Stops at MAX_EVENTS matches, leaving the position
+   * too late for this waiter (it needs its own). Stops when it is full, leaving the position
    * at the last match so that nothing after it is skipped.
    */
   consume(rows: readonly MessageRow[]): void {

@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 import { AuthModule } from '../auth/auth.module';
 import { EventsModule } from '../events/events.module';
 import { MailModule } from '../mail/mail.module';
+import { EventFeedService } from './event-feed.service';
 import { PersistedWaitRepository } from './persisted-wait.repository';
 import { PersistedWaitSweeper } from './persisted-wait.sweeper';
 import { WaitEngine } from './wait-engine';
@@ -20,7 +21,8 @@ import { WaitMetrics } from './waits.metrics';
     WaitService,
     PersistedWaitSweeper,
     WaitMetrics,
+    EventFeedService,
   ],
-  exports: [WaitService, WaitEngine, WaiterRegistry, PersistedWaitRepository, PersistedWaitSweeper],
+  exports: [WaitService, EventFeedService, WaitEngine, WaiterRegistry, PersistedWaitRepository, PersistedWaitSweeper],
 })
 export class WaitsModule {}
