@@ -14,7 +14,7 @@ import { stringifyOnce } from '../common/json-once';
 import { CallCancellations } from './call-cancellations';
 import { jsonRpcError } from './json-rpc';
 import { progressNotifier } from './progress';
-import { clientCapabilities } from './modern/modern-extension';
+import { clientCapabilities, declaresExtension } from './modern/modern-extension';
 import { MODERN_REVISION, ProtocolRevision, TASKS_REVISION } from './protocol-revision';
 import { SERVER_INFO } from './server-identity';
 import { ToolCatalog } from './tool-catalog';
@@ -109,9 +109,9 @@ export class BlockingCallResponder {
     const message = route.message;
     if (!isSpecType.CallToolRequest(message)) return undefined;
     const { name, _meta: meta } = message.params;
-    if (mcpNameHeader.trim() !== name || !this.catalog.isBlocking(name, caller)) return undefined;
-    const extensions = clientCapabilities(meta).extensions ?? {};
-    if (CALL_CHANGING_EXTENSIONS.some((id) => id in extensions)) return undefined;
+    if (withoutOws(mcpNameHeader) !== name || !this.catalog.isBlocking(name, caller)) return undefined;
+    const capabilities = clientCapabilities(meta);
+    if (CALL_CHANGING_EXTENSIONS.some((id) => declaresExtension(capabilities, id))) return undefined;
     return { ...(message as unknown as CallToolRequest), id: route.message.id };
   }
 
@@ -168,6 +168,11 @@ export class BlockingCallResponder {
     if (cancelled || res.writableEnded) res.end();
     else res.end(`event: message\ndata: ${response}\n\n`);
   }
+}
+
+/** A header value without the optional whitespace (SP, HTAB) around it, as the v2 SDK compares it. */
+function withoutOws(value: string): string {
+  return value.replace(/^[ \t]+|[ \t]+$/g, '');
 }
 
 /** A header's value, or undefined when absent (Node joins repeated custom headers into one string). */
