@@ -1,6 +1,12 @@
 import { Injectable } from '@nestjs/common';
 import { CallToolRequestSchema, ErrorCode, JSONRPCRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { CallToolRequest, JSONRPCMessage, RequestId } from '@modelcontextprotocol/sdk/types.js';
+import {
+  classifyInboundRequest,
+  isJsonContentType,
+  isSpecType,
+  SERVER_INFO_META_KEY,
+} from '@modelcontextprotocol/server';
 import { Request, Response } from 'express';
 import { Caller } from '../auth/caller';
 import { AppConfig } from '../config/app-config';
@@ -8,7 +14,10 @@ import { stringifyOnce } from '../common/json-once';
 import { CallCancellations } from './call-cancellations';
 import { jsonRpcError } from './json-rpc';
 import { progressNotifier } from './progress';
-import { ProtocolRevision, TASKS_REVISION } from './protocol-revision';
+import { clientCapabilities, declaresExtension } from './modern/modern-extension';
+import { TASKS_EXTENSION_ID } from './modern/tasks-extension';
+import { MODERN_REVISION, ProtocolRevision, TASKS_REVISION } from './protocol-revision';
+import { SERVER_INFO } from './server-identity';
 import { ToolCatalog } from './tool-catalog';
 
 /** The headers the SDK's Streamable HTTP transport sends with an SSE response. */
@@ -18,6 +27,19 @@ const SSE_HEADERS = {
   Connection: 'keep-alive',
   'X-Accel-Buffering': 'no',
 };
+
+/** A plain call of a blocking tool, as the endpoint hands it over once `match`ed. */
+export type BlockingCall = CallToolRequest & { id: RequestId };
+
+/**
+ * Client capabilities that make a 2026-07-28 `tools/call` something else than a blocking call: with
+ * the Tasks extension declared, the call may return a task at once (ModernToolCalls), so it goes
+ * through the v2 SDK.
+ */
+const CALL_CHANGING_EXTENSIONS = [TASKS_EXTENSION_ID];
+
+/** `_meta['io.modelcontextprotocol/serverInfo']` as the v2 SDK stamps it on every 2026-07-28 result. */
+const SERVER_INFO_META_JSON = `{${JSON.stringify(SERVER_INFO_META_KEY)}:${JSON.stringify(SERVER_INFO)}}`;
 
 /**
  * Serves plain (non-task) `tools/call` requests of blocking tools — the waits — without building
@@ -30,6 +52,13 @@ const SSE_HEADERS = {
  * `notifications/cancelled` for the call (on any replica) ends the wait and the stream without a
  * response. Everything else (initialize, tools/list, other tools, task-augmented calls, batches)
  * goes through the SDK.
+ *
+ * Both eras have this path, each framed as its SDK frames it: `match` takes 2025-era calls (SDK
+ * 1.x's schemas, its result shape), `matchModern` takes 2026-07-28 calls that the v2 SDK's own
+ * inbound classification routes to the modern era with nothing to reject (envelope, revision,
+ * headers), and their results carry `resultType` and the server's identity in `_meta`, as the v2
+ * SDK writes them. At 2026-07-28 the client ends a call by closing its connection; there is no
+ * `notifications/cancelled` to honour.
  */
 @Injectable()
 export class BlockingCallResponder {
@@ -40,7 +69,7 @@ export class BlockingCallResponder {
   ) {}
 
   /** The request, if it is a plain call of a blocking tool this caller may use. */
-  match(req: Request, caller: Caller, revision: ProtocolRevision): (CallToolRequest & { id: RequestId }) | undefined {
+  match(req: Request, caller: Caller, revision: ProtocolRevision): BlockingCall | undefined {
     const accept = req.headers.accept ?? '';
     if (!accept.includes('application/json') || !accept.includes('text/event-stream')) return undefined;
     const message = JSONRPCRequestSchema.safeParse(req.body);
@@ -52,22 +81,56 @@ export class BlockingCallResponder {
     return { ...call.data, id: message.data.id };
   }
 
-  async respond(
-    call: CallToolRequest & { id: RequestId },
-    caller: Caller,
-    revision: ProtocolRevision,
-    res: Response,
-  ): Promise<void> {
+  /**
+   * The 2026-07-28 request, if it is a plain call of a blocking tool this caller may use and the v2
+   * SDK would serve it with nothing to refuse: its inbound classification routes it to the modern
+   * era at this revision, the standard headers are all there and agree with the body (the SDK's
+   * classification checks what is present; presence is checked here, the decoding of an encoded
+   * `Mcp-Name` left to the SDK), and the params are a CallToolRequest by its schema. Anything else,
+   * rejections included, is left to the v2 SDK.
+   */
+  matchModern(req: Request, caller: Caller): BlockingCall | undefined {
+    const accept = req.headers.accept ?? '';
+    if (!accept.includes('application/json') || !accept.includes('text/event-stream')) return undefined;
+    if (req.method !== 'POST' || !isJsonContentType(req.headers['content-type'])) return undefined;
+    const protocolVersionHeader = singleHeader(req.headers['mcp-protocol-version']);
+    const mcpMethodHeader = singleHeader(req.headers['mcp-method']);
+    const mcpNameHeader = singleHeader(req.headers['mcp-name']);
+    if (protocolVersionHeader === undefined || mcpMethodHeader === undefined || mcpNameHeader === undefined)
+      return undefined;
+    const route = classifyInboundRequest({
+      httpMethod: req.method,
+      protocolVersionHeader,
+      mcpMethodHeader,
+      mcpNameHeader,
+      body: req.body,
+    });
+    if (route.kind !== 'modern' || route.messageKind !== 'request') return undefined;
+    if (route.classification.revision !== MODERN_REVISION || route.message.method !== 'tools/call') return undefined;
+    const message = route.message;
+    if (!isSpecType.CallToolRequest(message)) return undefined;
+    const { name, _meta: meta } = message.params;
+    if (withoutOws(mcpNameHeader) !== name || !this.catalog.isBlocking(name, caller)) return undefined;
+    const capabilities = clientCapabilities(meta);
+    if (CALL_CHANGING_EXTENSIONS.some((id) => declaresExtension(capabilities, id))) return undefined;
+    return { ...(message as unknown as CallToolRequest), id: route.message.id };
+  }
+
+  /** Answers `call` at `revision`, framed as that era's SDK frames it. */
+  async respond(call: BlockingCall, caller: Caller, revision: ProtocolRevision, res: Response): Promise<void> {
+    const modern = revision === MODERN_REVISION;
     const abort = new AbortController();
     let cancelled = false;
     let answered = false;
     const send = (message: JSONRPCMessage) => {
       if (!cancelled && !res.writableEnded) res.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
     };
-    const untrack = this.cancellations.track(caller.tokenId, call.id, () => {
-      cancelled = true;
-      abort.abort();
-    });
+    const untrack = modern
+      ? () => undefined
+      : this.cancellations.track(caller.tokenId, call.id, () => {
+          cancelled = true;
+          abort.abort();
+        });
     // The client going away ends the wait. Once the call is answered its closing is normal and
     // aborts nothing: an abort builds a DOMException, which thousands of answers at once feel.
     // (The listener stays: removing it costs more than the check, and the response goes soon.)
@@ -92,7 +155,8 @@ export class BlockingCallResponder {
         }),
       });
       // JSON.stringify({ jsonrpc, id, result }), with a result shared by many calls serialised once.
-      response = `{"jsonrpc":"2.0","id":${JSON.stringify(call.id)},"result":${stringifyOnce(result)}}`;
+      const resultJson = modern ? modernResultJson(result) : stringifyOnce(result);
+      response = `{"jsonrpc":"2.0","id":${JSON.stringify(call.id)},"result":${resultJson}}`;
     } catch (err) {
       const error = err instanceof McpError ? err : new McpError(ErrorCode.InternalError, 'Internal error');
       response = JSON.stringify(jsonRpcError(call.id, error.code, error.message, error.data));
@@ -105,4 +169,34 @@ export class BlockingCallResponder {
     if (cancelled || res.writableEnded) res.end();
     else res.end(`event: message\ndata: ${response}\n\n`);
   }
+}
+
+/** A header value without the optional whitespace (SP, HTAB) around it, as the v2 SDK compares it. */
+function withoutOws(value: string): string {
+  return value.replace(/^[ \t]+|[ \t]+$/g, '');
+}
+
+/** A header's value, or undefined when absent (Node joins repeated custom headers into one string). */
+function singleHeader(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value.join(', ') : value;
+}
+
+/**
+ * A tool result as the v2 SDK answers it at 2026-07-28: `resultType: "complete"` and the server's
+ * identity in `_meta['io.modelcontextprotocol/serverInfo']` added (tools/call results carry no cache
+ * fields). The catalog's results have neither, so both are appended to the JSON shared by every call
+ * woken with that result, which keeps it serialised once.
+ */
+function modernResultJson(result: object): string {
+  if ('resultType' in result || '_meta' in result) {
+    const meta = (result as { _meta?: Record<string, unknown> })._meta;
+    return JSON.stringify({
+      resultType: 'complete',
+      ...result,
+      _meta: { [SERVER_INFO_META_KEY]: SERVER_INFO, ...meta },
+    });
+  }
+  const json = stringifyOnce(result);
+  const members = json === '{}' ? '' : `${json.slice(1, -1)},`;
+  return `{${members}"resultType":"complete","_meta":${SERVER_INFO_META_JSON}}`;
 }

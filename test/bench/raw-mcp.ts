@@ -11,9 +11,22 @@ export interface RawCall {
   body: Promise<string>;
 }
 
-/** POSTs `body` as JSON with the bearer `token`, as an MCP client at 2025-11-25 does. */
-export function rawCall(url: string, token: string, body: unknown, agent: Agent): RawCall {
-  const payload = JSON.stringify(body);
+/** The MCP revisions the benchmarks speak. */
+export type BenchRevision = '2025-11-25' | '2026-07-28';
+
+/**
+ * POSTs `body` as JSON with the bearer `token`, as an MCP client at `revision` does: at 2026-07-28
+ * the request also names its method (and a tools/call its tool) in the standard headers, and the
+ * body carries the `_meta` envelope (added here).
+ */
+export function rawCall(
+  url: string,
+  token: string,
+  body: unknown,
+  agent: Agent,
+  revision: BenchRevision = '2025-11-25',
+): RawCall {
+  const payload = JSON.stringify(revision === '2026-07-28' ? withEnvelope(body) : body);
   let accept!: () => void;
   const accepted = new Promise<void>((resolve) => (accept = resolve));
   const text = new Promise<string>((resolve, reject) => {
@@ -26,7 +39,8 @@ export function rawCall(url: string, token: string, body: unknown, agent: Agent)
           authorization: `Bearer ${token}`,
           'content-type': 'application/json',
           accept: 'application/json, text/event-stream',
-          'mcp-protocol-version': '2025-11-25',
+          'mcp-protocol-version': revision,
+          ...(revision === '2026-07-28' && modernHeaders(body)),
           'content-length': Buffer.byteLength(payload),
         },
       },
@@ -47,6 +61,33 @@ export function rawCall(url: string, token: string, body: unknown, agent: Agent)
   // A call that fails before its headers frees its slot too; the failure surfaces through `body`.
   text.catch(() => accept());
   return { accepted, body: text };
+}
+
+interface RawRequest {
+  method: string;
+  params?: { name?: string; _meta?: Record<string, unknown> };
+}
+
+/** A 2026-07-28 request: the revision and (empty) client capabilities in `params._meta`. */
+function withEnvelope(body: unknown): RawRequest {
+  const request = body as RawRequest;
+  return {
+    ...request,
+    params: {
+      ...request.params,
+      _meta: {
+        ...request.params?._meta,
+        'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+        'io.modelcontextprotocol/clientCapabilities': {},
+      },
+    },
+  };
+}
+
+/** `Mcp-Method`, and for a call `Mcp-Name`: the headers 2026-07-28 requires beside the body. */
+function modernHeaders(body: unknown): Record<string, string> {
+  const { method, params } = body as RawRequest;
+  return { 'mcp-method': method, ...(params?.name !== undefined && { 'mcp-name': params.name }) };
 }
 
 /** The JSON-RPC response in an SSE body: the tool result's structured content. */

@@ -32,7 +32,7 @@ import { activeWaits } from '../support/metrics';
 import { spawnServer, SpawnedServer } from '../support/spawned-server';
 import { randomSecret } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
-import { rawCall, RawCall, toolResult } from './raw-mcp';
+import { BenchRevision, rawCall, RawCall, toolResult } from './raw-mcp';
 import { BenchRow, count, databaseServer, percentile, printTable, runBenchmark } from './report';
 import { clusterBenchRows } from './waits-cluster';
 
@@ -62,8 +62,13 @@ const rows: BenchRow[] = [];
 const keepAliveClients = new Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: Infinity });
 const closingClients = new Agent({ keepAlive: false, maxSockets: Infinity });
 
-function call(url: string, body: unknown, agent: Agent = keepAliveClients): RawCall {
-  return rawCall(url, token, body, agent);
+function call(
+  url: string,
+  body: unknown,
+  agent: Agent = keepAliveClients,
+  revision: BenchRevision = '2025-11-25',
+): RawCall {
+  return rawCall(url, token, body, agent, revision);
 }
 
 async function post(url: string, body: unknown): Promise<string> {
@@ -71,11 +76,17 @@ async function post(url: string, body: unknown): Promise<string> {
 }
 
 let rpcId = 0;
-function awaitCall(server: SpawnedServer, args: Record<string, unknown>, agent?: Agent): RawCall {
+function awaitCall(
+  server: SpawnedServer,
+  args: Record<string, unknown>,
+  agent?: Agent,
+  revision?: BenchRevision,
+): RawCall {
   return call(
     `${server.url}/mcp`,
     { jsonrpc: '2.0', id: ++rpcId, method: 'tools/call', params: { name: 'email_await', arguments: args } },
     agent,
+    revision,
   );
 }
 
@@ -85,11 +96,13 @@ function messageWait(
   mailboxId: string,
   timeoutSeconds: number,
   agent?: Agent,
+  revision?: BenchRevision,
 ): { accepted: Promise<void>; result: Promise<any> } {
   const { accepted, body } = awaitCall(
     server,
     { event: { type: 'message_received', mailbox_id: mailboxId }, timeout_seconds: timeoutSeconds },
     agent,
+    revision,
   );
   return { accepted, result: body.then(toolResult) };
 }
@@ -250,13 +263,19 @@ function progress(step: string): void {
  * (with both kinds of client), websocket waits resolved by a commit. Few enough that the heap they
  * leave behind does not hide part of the memory measured next.
  */
-async function warmUpReplica(server: SpawnedServer, mailboxes: readonly string[]): Promise<void> {
+async function warmUpReplica(
+  server: SpawnedServer,
+  mailboxes: readonly string[],
+  revision: BenchRevision = '2025-11-25',
+): Promise<void> {
   const wakeAll = () => Promise.all(mailboxes.map((m) => ingest(server, m)));
-  for (let i = 0; i < 20; i++) await messageWait(server, mailboxes[i % mailboxes.length], 0).result;
-  const waits = await startAll(200, (i) => messageWait(server, mailboxes[i % mailboxes.length], 0));
+  const wait = (i: number, timeoutSeconds: number, agent?: Agent) =>
+    messageWait(server, mailboxes[i % mailboxes.length], timeoutSeconds, agent, revision);
+  for (let i = 0; i < 20; i++) await wait(i, 0).result;
+  const waits = await startAll(200, (i) => wait(i, 0));
   await Promise.all(waits.map((w) => w.result));
   for (const agent of [keepAliveClients, closingClients]) {
-    const woken = await startAll(200, (i) => messageWait(server, mailboxes[i % mailboxes.length], 60, agent));
+    const woken = await startAll(200, (i) => wait(i, 60, agent));
     await waitFor('the warm-up waits to park', async () => (await activeWaits(server.url)) === 200, {
       intervalMs: 50,
     });
@@ -293,13 +312,13 @@ async function main(): Promise<void> {
   const a = await spawnServer(env);
   const b = await spawnServer(env);
   let c: SpawnedServer | undefined;
+  let modern: SpawnedServer | undefined;
   try {
     const mailboxes: string[] = [];
     for (let i = 0; i <= MAILBOXES; i++) {
       mailboxes.push(JSON.parse(await post(`${a.url}/v1/mailboxes`, { address: `bench-${i}@example.com` })).mailbox_id);
     }
     const [latencyMailbox, ...parkMailboxes] = mailboxes;
-    const wakeAll = () => Promise.all(parkMailboxes.map((m) => ingest(a, m)));
 
     /** Transactions per second on the database over IDLE_SECONDS, as things stand. */
     const idleRate = async () => {
@@ -318,25 +337,34 @@ async function main(): Promise<void> {
     await warmUpReplica(a, parkMailboxes);
     progress('warmed up; idle database rate with none parked');
     const idleNone = BLOCKING_ONLY ? NaN : await idleRate();
-    const before = await rssKiB(a.pid);
-
-    progress(`parking ${PARKED} waits`);
-    const opening = performance.now();
-    const parked = await startAll(PARKED, (i) => messageWait(a, parkMailboxes[i % MAILBOXES], PARKED_WAIT_SECONDS));
-    await waitFor(`${PARKED} parked waits`, async () => (await activeWaits(a.url)) === PARKED, {
-      timeoutMs: PARK_TIMEOUT_MS,
-      intervalMs: 200,
-    });
-    const openSeconds = (performance.now() - opening) / 1000;
-    await sleep(2000);
-    const after = await rssKiB(a.pid);
-    const perWait = (after - before) / PARKED;
-    rows.push([
-      'parked capacity',
-      `${count(PARKED)} waits opened ${OPEN_CONCURRENCY} at a time, all parked in ${openSeconds.toFixed(1)} s (${(PARKED / openSeconds).toFixed(0)}/s); server RSS ${(before / 1024).toFixed(0)} → ${(after / 1024).toFixed(0)} MiB`,
-      `${perWait.toFixed(1)} KiB per wait`,
-      perWait <= 32 ? 'met (≤ 32 KiB)' : 'MISSED (≤ 32 KiB)',
-    ]);
+    /**
+     * Parks PARKED blocking waits of `revision` on `server` (warmed up and resting) and adds the
+     * parked-capacity row: the server's RSS growth per parked wait.
+     */
+    const parkedCapacity = async (server: SpawnedServer, revision: BenchRevision, label: string) => {
+      const before = await rssKiB(server.pid);
+      progress(`parking ${PARKED} waits at ${revision}`);
+      const opening = performance.now();
+      const waits = await startAll(PARKED, (i) =>
+        messageWait(server, parkMailboxes[i % MAILBOXES], PARKED_WAIT_SECONDS, keepAliveClients, revision),
+      );
+      await waitFor(`${PARKED} parked waits`, async () => (await activeWaits(server.url)) === PARKED, {
+        timeoutMs: PARK_TIMEOUT_MS,
+        intervalMs: 200,
+      });
+      const openSeconds = (performance.now() - opening) / 1000;
+      await sleep(2000);
+      const after = await rssKiB(server.pid);
+      const perWait = (after - before) / PARKED;
+      rows.push([
+        label,
+        `${count(PARKED)} waits opened ${OPEN_CONCURRENCY} at a time, all parked in ${openSeconds.toFixed(1)} s (${(PARKED / openSeconds).toFixed(0)}/s); server RSS ${(before / 1024).toFixed(0)} → ${(after / 1024).toFixed(0)} MiB`,
+        `${perWait.toFixed(1)} KiB per wait`,
+        perWait <= 32 ? 'met (≤ 32 KiB)' : 'MISSED (≤ 32 KiB)',
+      ]);
+      return waits;
+    };
+    const parked = await parkedCapacity(a, '2025-11-25', 'parked capacity');
 
     progress('wake latency rounds');
     for (const [label, waitOn, via] of [
@@ -359,19 +387,21 @@ async function main(): Promise<void> {
 
     // CLOCK_MONOTONIC in µs, the clock of the servers' CPU profiles.
     const profileClock = () => (process.hrtime.bigint() / 1000n).toString();
-    /** Wakes the parked waits with one ingest into each mailbox and adds the row. */
-    const fanOut = async (waits: typeof parked, clients: string) => {
+    /** Wakes the waits parked on `server` with one ingest into each mailbox and adds the row. */
+    const fanOut = async (waits: typeof parked, clients: string, server: SpawnedServer = a) => {
       progress(`fan-out, ${clients}`);
       const window = profileClock();
-      const cpuBefore = await cpuMs(a.pid);
+      const cpuBefore = await cpuMs(server.pid);
       const started = performance.now();
-      await wakeAll();
+      await Promise.all(parkMailboxes.map((m) => ingest(server, m)));
       const results = await Promise.all(waits.map((w) => w.result));
       const elapsed = performance.now() - started;
       // CPU time is steadier than wall time on a shared machine: compare runs by it.
-      progress(`fan-out: ${elapsed.toFixed(0)} ms, server CPU ${((await cpuMs(a.pid)) - cpuBefore).toFixed(0)} ms`);
+      progress(
+        `fan-out: ${elapsed.toFixed(0)} ms, server CPU ${((await cpuMs(server.pid)) - cpuBefore).toFixed(0)} ms`,
+      );
       if (PROFILE_DIR)
-        progress(`fan-out window on the profile clock: ${window}..${profileClock()} µs (server ${a.pid})`);
+        progress(`fan-out window on the profile clock: ${window}..${profileClock()} µs (server ${server.pid})`);
       const matched = results.filter((r) => r.matched).length;
       rows.push([
         `fan-out, ${clients}`,
@@ -395,12 +425,26 @@ async function main(): Promise<void> {
     // timeout; closing them now keeps their teardown out of what follows.
     keepAliveClients.destroy();
 
+    // The same blocking waits at 2026-07-28 (the `_meta` envelope and the standard headers), on a
+    // replica of their own warmed up with calls of that revision, so that the two eras' memory per
+    // parked wait compare in one run.
+    await a.stop();
+    modern = await spawnServer(env);
+    await warmUpReplica(modern, parkMailboxes, '2026-07-28');
+    // The warm-up's idle connections would reach the server's keep-alive timeout (5 s) about when
+    // the parking reuses them, and a request written into a closing connection gets ECONNRESET.
+    keepAliveClients.destroy();
+    await sleep(2000);
+    const parkedModern = await parkedCapacity(modern, '2026-07-28', 'parked capacity, 2026-07-28');
+    await fanOut(parkedModern, 'keep-alive clients, 2026-07-28', modern);
+    keepAliveClients.destroy();
+    await modern.stop();
+
     if (BLOCKING_ONLY) return printTable('Wait engine benchmark', rows);
     // Websocket waits, on a replica of their own (the first one's blocking waits are gone but their
     // memory would be collected meanwhile, and RSS would seem to shrink): warmed up like the first,
     // websocket path included. The stored waits are watched first, then their sockets opened, so
     // the difference is what an open socket costs.
-    await a.stop();
     c = await spawnServer(env);
     await warmUpReplica(c, parkMailboxes);
     await sleep(2000);
@@ -477,6 +521,7 @@ async function main(): Promise<void> {
     await a.stop();
     await b.stop();
     await c?.stop();
+    await modern?.stop();
     await db.drop();
     await releaseDatabase();
   }

@@ -12,6 +12,8 @@ import type { NodeMcpRequestHandler } from '@modelcontextprotocol/node';
 import { Request, Response } from 'express';
 import { Caller } from '../../auth/caller';
 import { AppConfig } from '../../config/app-config';
+import { BlockingCallResponder } from '../blocking-call.responder';
+import { MODERN_REVISION } from '../protocol-revision';
 import { ToolCatalog } from '../tool-catalog';
 import { jsonRpcError, JsonRpcErrorResponse } from '../json-rpc';
 import { clientCapabilities, declaresExtension, ModernExtension, requiredExtension } from './modern-extension';
@@ -28,7 +30,9 @@ interface CallerAuthInfo extends AuthInfo {
  * modern mode: the endpoint routes 2025-era requests to SDK 1.x before they get here. Calls of the
  * blocking tools (the waits) are answered over SSE from the start, so `: keepalive` comments keep
  * proxies from closing a quiet wait; every other request gets a plain JSON body unless it sends
- * progress first.
+ * progress first. A plain call of a blocking tool that the SDK would serve as it is skips the
+ * SDK's per-request objects (BlockingCallResponder): a parked wait then weighs what it weighs at
+ * 2025-11-25; everything else, refusals included, is the SDK's.
  */
 @Injectable()
 export class ModernMcpEndpoint implements OnModuleDestroy {
@@ -42,6 +46,7 @@ export class ModernMcpEndpoint implements OnModuleDestroy {
     private readonly catalog: ToolCatalog,
     private readonly config: AppConfig,
     @Inject(MODERN_EXTENSIONS) private readonly extensions: ModernExtension[],
+    private readonly blockingCalls: BlockingCallResponder,
   ) {
     this.plain = this.handler('auto');
     this.streamed = this.handler('sse');
@@ -53,6 +58,8 @@ export class ModernMcpEndpoint implements OnModuleDestroy {
       res.status(200).json(refusal);
       return;
     }
+    const blockingCall = this.blockingCalls.matchModern(req, caller);
+    if (blockingCall) return this.blockingCalls.respond(blockingCall, caller, MODERN_REVISION, res);
     const auth: CallerAuthInfo = { token: '', clientId: caller.tokenId, scopes: [...caller.scopes], extra: { caller } };
     (req as Request & { auth?: AuthInfo }).auth = auth;
     const handler = this.isBlockingCall(req.body, caller) ? this.streamed : this.plain;
