@@ -70,8 +70,7 @@ describe('the MCP Inspector CLI at 2026-07-28', () => {
   before(async () => {
     server = await startTestServer();
     mailbox = await createMailbox(server.admin);
-    token = (await createToken(server.admin, { scopes: ['mail:read', 'approvals:read'], mailboxes: [mailbox] }))
-      .secret;
+    token = (await createToken(server.admin, { scopes: ['mail:read', 'approvals:read'], mailboxes: [mailbox] })).secret;
     // Its own home: the Inspector keeps a catalog and OAuth state there.
     home = await mkdtemp(join(tmpdir(), 'alcarta-inspector-'));
     const node = await modernNode();

@@ -43,8 +43,7 @@ describe('MCP 2026-07-28 with the official v2 client', () => {
   before(async () => {
     server = await startTestServer({ env: { ALCARTA_KEEPALIVE_SECONDS: String(KEEPALIVE_SECONDS) } });
     mailbox = await createMailbox(server.admin);
-    token = (await createToken(server.admin, { scopes: ['mail:read', 'approvals:read'], mailboxes: [mailbox] }))
-      .secret;
+    token = (await createToken(server.admin, { scopes: ['mail:read', 'approvals:read'], mailboxes: [mailbox] })).secret;
     agent = await connectMcp2026(server.url, token);
     agent2025 = await connectMcp(server.url, token);
   });
@@ -64,13 +63,18 @@ describe('MCP 2026-07-28 with the official v2 client', () => {
       assert.equal(typeof discover.instructions, 'string');
       assert.equal(agent.getServerVersion()?.name, 'alcarta');
 
-      const raw = await rawMcp(server.url, token, modernRequest(1, 'server/discover'), modernHeaders('server/discover'));
+      const raw = await rawMcp(
+        server.url,
+        token,
+        modernRequest(1, 'server/discover'),
+        modernHeaders('server/discover'),
+      );
       assert.equal(raw.status, 200, raw.text);
       assert.equal(raw.json.result.resultType, 'complete');
       assert.deepEqual(raw.json.result.supportedVersions, [MODERN]);
       assert.equal(raw.json.result._meta['io.modelcontextprotocol/serverInfo'].name, 'alcarta');
-      assert.equal(typeof raw.json.result.ttlMs, 'number');
-      assert.ok(['public', 'private'].includes(raw.json.result.cacheScope));
+      assert.equal(raw.json.result.ttlMs, 300_000);
+      assert.equal(raw.json.result.cacheScope, 'private');
     });
 
     it('lists the same tools as 2025-11-25 for the same token, in the same order, every time', async () => {
@@ -96,13 +100,12 @@ describe('MCP 2026-07-28 with the official v2 client', () => {
       assert.ok(!modern.some((t) => t.name === 'send_email'));
     });
 
-    it('marks tools/list private to the token (its scopes decide it) with a cache lifetime', async () => {
+    it('marks tools/list private to the token (its scopes decide it), fresh for 5 minutes', async () => {
       const raw = await rawMcp(server.url, token, modernRequest(2, 'tools/list'), modernHeaders('tools/list'));
       assert.equal(raw.status, 200, raw.text);
       assert.equal(raw.json.result.resultType, 'complete');
       assert.equal(raw.json.result.cacheScope, 'private');
-      assert.equal(typeof raw.json.result.ttlMs, 'number');
-      assert.ok(raw.json.result.ttlMs >= 0);
+      assert.equal(raw.json.result.ttlMs, 300_000);
     });
   });
 
