@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { Client as Client2026 } from '@modelcontextprotocol/client';
+import { Client as Client2026, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { callOk2026, connectMcp2026, envelope, MODERN, modernHeaders } from '../support/mcp-2026';
@@ -308,6 +308,16 @@ describe('MCP 2026-07-28 with the official v2 client', () => {
       await assert.rejects(agent.request({ method: 'resources/list', params: {} }), /-32601/);
     });
 
+    it('methods the revision removed (ping, logging/setLevel) are unknown: -32601', async () => {
+      for (const [method, params] of [
+        ['ping', {}],
+        ['logging/setLevel', { level: 'info' }],
+      ] as const) {
+        const raw = await rawMcp(server.url, token, modernRequest(17, method, params), modernHeaders(method));
+        assert.equal(raw.json?.error?.code, -32601, `${method}: ${raw.text}`);
+      }
+    });
+
     it('no or an invalid bearer: 401 with the challenge, as at 2025-11-25', async () => {
       for (const bearer of [undefined, randomSecret()]) {
         const raw = await rawMcp(server.url, bearer, listTools, modernHeaders('tools/list'));
@@ -319,6 +329,29 @@ describe('MCP 2026-07-28 with the official v2 client', () => {
   });
 
   describe('beside the 2025 era', () => {
+    it("a v2 client picks 2026-07-28 with 'auto' negotiation (discover first), 2025-11-25 with the default", async () => {
+      for (const [mode, revision] of [
+        ['auto', MODERN],
+        [undefined, '2025-11-25'],
+      ] as const) {
+        const client = new Client2026(
+          { name: 'negotiation', version: '1.0.0' },
+          mode ? { versionNegotiation: { mode } } : {},
+        );
+        await client.connect(
+          new StreamableHTTPClientTransport(new URL('/mcp', server.url), {
+            requestInit: { headers: { authorization: `Bearer ${token}` } },
+          }),
+        );
+        try {
+          assert.equal(client.getNegotiatedProtocolVersion(), revision, `mode ${mode ?? 'default'}`);
+          assert.deepEqual(await callOk2026(client, 'list_mailboxes'), await callOk(agent2025, 'list_mailboxes'));
+        } finally {
+          await client.close();
+        }
+      }
+    });
+
     it('initialize at 2025-11-25 (SDK 1.x) and 2026-07-28 requests work side by side on one server', async () => {
       const old = await connectMcp(server.url, token);
       try {
