@@ -177,8 +177,8 @@ describe('MCP 2026-07-28 with the official v2 client', () => {
       const progress: number[] = [];
       const call = agent.callTool(
         { name: 'monitor_approval', arguments: { request_id: request.request_id, timeout_seconds: 60 } },
-        // Progress comes every second, so a 2.5 s request timeout is reset long before it fires.
-        { timeout: 2500, resetTimeoutOnProgress: true, onprogress: (p) => progress.push(p.progress) },
+        // Progress comes every second, so a 3 s request timeout is reset long before it fires.
+        { timeout: 3000, resetTimeoutOnProgress: true, onprogress: (p) => progress.push(p.progress) },
       );
       await parked(1, 'request');
       // Outlast the client's request timeout before deciding.
