@@ -11,6 +11,20 @@ import { clientCapabilities, ModernExtension } from './modern-extension';
 import { MODERN_EXTENSIONS, ModernToolCalls } from './modern-tool-calls';
 
 /**
+ * How long a 2026-07-28 client may reuse these results (server/utilities/caching). Both are fixed
+ * for a token: tools/list depends only on its scopes (which never change for a token) and on the
+ * deployment, server/discover only on the deployment. Private: the list differs between tokens, and
+ * a shared cache must not hand one token's list to another. Five minutes bounds how long a client
+ * keeps a list from before an upgrade; one that calls a tool the server no longer has gets an error
+ * and may re-fetch at once (the spec allows that before the TTL ends). Revoking a token needs no
+ * TTL: every request is authenticated.
+ */
+const CACHE_HINTS = {
+  'tools/list': { ttlMs: 300_000, cacheScope: 'private' },
+  'server/discover': { ttlMs: 300_000, cacheScope: 'private' },
+} as const;
+
+/**
  * Builds the v2 SDK server for one 2026-07-28 request (stateless, like the older era): the same
  * tool catalog and wait engine as SDK 1.x serves to 2025-era clients, with the extensions this
  * deployment offers. The v2 SDK does the protocol: `server/discover`, the `_meta` envelope,
@@ -38,7 +52,11 @@ export class ModernServerFactory {
     const server = new Server(SERVER_INFO, {
       capabilities: this.capabilities,
       instructions: SERVER_INSTRUCTIONS,
+      // The v2 SDK lists only the modern ones of these in server/discover and in -32022's `supported`
+      // (["2026-07-28"]): the older revisions are reached through `initialize`, not through the
+      // `_meta` envelope, so a 2026-07-28 client could not use them from there.
       supportedProtocolVersions: [...ALL_REVISIONS],
+      cacheHints: CACHE_HINTS,
     });
     // The catalog's listing is plain JSON, typed with SDK 1.x's (looser) schema types.
     server.setRequestHandler('tools/list', () => ({ tools: this.catalog.list(caller, MODERN_REVISION) as Tool[] }));
