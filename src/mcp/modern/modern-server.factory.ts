@@ -2,7 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { Server } from '@modelcontextprotocol/server';
 import type { CallToolResult, JSONObject, ServerCapabilities, Tool } from '@modelcontextprotocol/server';
 import { Caller } from '../../auth/caller';
-import { SERVER_INFO, SERVER_INSTRUCTIONS } from '../server-identity';
+import { MODERN_SERVER_INSTRUCTIONS, SERVER_INFO } from '../server-identity';
 import { progressNotifier } from '../progress';
 import { ALL_REVISIONS, MODERN_REVISION } from '../protocol-revision';
 import { ToolCatalog } from '../tool-catalog';
@@ -51,7 +51,7 @@ export class ModernServerFactory {
   create(caller: Caller): Server {
     const server = new Server(SERVER_INFO, {
       capabilities: this.capabilities,
-      instructions: SERVER_INSTRUCTIONS,
+      instructions: MODERN_SERVER_INSTRUCTIONS,
       // The v2 SDK lists only the modern ones of these in server/discover and in -32022's `supported`
       // (["2026-07-28"]): the older revisions are reached through `initialize`, not through the
       // `_meta` envelope, so a 2026-07-28 client could not use them from there.
