@@ -4,6 +4,7 @@ import { OPERATOR } from '#app/auth/caller.js';
 import { BlockingCallResponder } from '#app/mcp/blocking-call.responder.js';
 import type { Request } from 'express';
 import { activeWaits } from '../support/metrics';
+import { sseMessages } from '../support/mcp';
 import { callOk2026, connectMcp2026, envelope, modernHeaders } from '../support/mcp-2026';
 import { createMailbox, ingest, startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
@@ -55,12 +56,7 @@ describe('2026-07-28 blocking calls on the fast path', () => {
     }).then(async (res) => {
       headed = true;
       const text = await res.text();
-      const messages = text.startsWith('{')
-        ? [JSON.parse(text)]
-        : text
-            .split('\n')
-            .filter((line) => line.startsWith('data: '))
-            .map((line) => JSON.parse(line.slice(6)));
+      const messages = text.startsWith('{') ? [JSON.parse(text)] : sseMessages(text);
       return { status: res.status, text, messages };
     });
     return { headed: () => headed, done };

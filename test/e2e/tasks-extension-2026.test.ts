@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import type { Client as Client2026 } from '@modelcontextprotocol/client';
 import type { TaskEnabledSession, TaskView } from '@modelcontextprotocol/ext-tasks/client';
 import { createTestDatabase, TestDatabase } from '../support/database';
-import { callOk, connectMcp } from '../support/mcp';
+import { callOk, connectMcp, sseMessages } from '../support/mcp';
 import { callOk2026, connectMcp2026 } from '../support/mcp-2026';
 import { activeWaits } from '../support/metrics';
 import { Replica, ReplicaSet } from '../support/replicas';
@@ -307,10 +307,7 @@ describe('MCP 2026-07-28: the Tasks extension on the wait tools', () => {
       notifications: { taskIds: [created.taskId] },
     });
     assert.equal(res.status, 200);
-    const messages = res.text
-      .split('\n')
-      .filter((l) => l.startsWith('data: '))
-      .map((l) => JSON.parse(l.slice(6)));
+    const messages = sseMessages(res.text);
     const ack = messages.find((m) => m.method === 'notifications/subscriptions/acknowledged');
     assert.deepEqual(ack?.params.notifications, {}, JSON.stringify(messages));
     assert.ok(!messages.some((m) => m.method === 'notifications/tasks'));

@@ -45,6 +45,14 @@ export async function callError(
   return body;
 }
 
+/** The JSON-RPC messages of an SSE response body (its `data:` lines). */
+export function sseMessages(text: string): any[] {
+  return text
+    .split('\n')
+    .filter((line) => line.startsWith('data: '))
+    .map((line) => JSON.parse(line.slice(6)) as unknown);
+}
+
 /** A raw JSON-RPC POST to /mcp, for protocol-level checks the SDK client would not make. */
 export async function rawMcp(
   baseUrl: string,
@@ -65,10 +73,7 @@ export async function rawMcp(
   const text = await res.text();
   let json: unknown;
   if (res.headers.get('content-type')?.includes('text/event-stream')) {
-    const data = text
-      .split('\n')
-      .filter((l) => l.startsWith('data: '))
-      .map((l) => JSON.parse(l.slice(6)) as { id?: unknown });
+    const data = sseMessages(text) as { id?: unknown }[];
     json = data.find((m) => m.id !== undefined) ?? data[0];
   } else {
     try {
@@ -123,11 +128,7 @@ export async function streamMcp(
     } catch {
       broken = true;
     }
-    const messages = text
-      .split('\n')
-      .filter((line) => line.startsWith('data: '))
-      .map((line) => JSON.parse(line.slice(6)) as unknown);
-    return { messages, broken };
+    return { messages: sseMessages(text), broken };
   })();
   return {
     status: res.status,
