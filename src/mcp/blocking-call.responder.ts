@@ -21,7 +21,7 @@ import { SERVER_INFO } from './server-identity';
 import { ToolCatalog } from './tool-catalog';
 
 /** The headers the SDK's Streamable HTTP transport sends with an SSE response. */
-const SSE_HEADERS = {
+export const SSE_HEADERS = {
   'Content-Type': 'text/event-stream',
   'Cache-Control': 'no-cache, no-transform',
   Connection: 'keep-alive',
@@ -177,7 +177,7 @@ function withoutOws(value: string): string {
 }
 
 /** A header's value, or undefined when absent (Node joins repeated custom headers into one string). */
-function singleHeader(value: string | string[] | undefined): string | undefined {
+export function singleHeader(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value.join(', ') : value;
 }
 

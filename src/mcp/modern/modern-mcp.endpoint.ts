@@ -19,6 +19,7 @@ import { jsonRpcError, JsonRpcErrorResponse } from '../json-rpc';
 import { clientCapabilities, declaresExtension, ModernExtension, requiredExtension } from './modern-extension';
 import { ModernServerFactory } from './modern-server.factory';
 import { MODERN_EXTENSIONS } from './modern-tool-calls';
+import { TaskSubscriptions } from './task-subscriptions';
 
 /** How the caller reaches the per-request server factory: the v2 SDK passes `authInfo` through. */
 interface CallerAuthInfo extends AuthInfo {
@@ -32,7 +33,9 @@ interface CallerAuthInfo extends AuthInfo {
  * proxies from closing a quiet wait; every other request gets a plain JSON body unless it sends
  * progress first. A plain call of a blocking tool that the SDK would serve as it is skips the
  * SDK's per-request objects (BlockingCallResponder): a parked wait then weighs about what it weighs at
- * 2025-11-25 (32.0 against 30.7 KiB, README Benchmarks); everything else, refusals included, is the SDK's.
+ * 2025-11-25 (32.0 against 30.7 KiB, README Benchmarks). A `subscriptions/listen` for task status
+ * (Tasks extension) is served by TaskSubscriptions, the SDK's listen router knowing only the core
+ * filter; everything else, refusals included, is the SDK's.
  */
 @Injectable()
 export class ModernMcpEndpoint implements OnModuleDestroy {
@@ -47,6 +50,7 @@ export class ModernMcpEndpoint implements OnModuleDestroy {
     private readonly config: AppConfig,
     @Inject(MODERN_EXTENSIONS) private readonly extensions: ModernExtension[],
     private readonly blockingCalls: BlockingCallResponder,
+    private readonly taskSubscriptions: TaskSubscriptions,
   ) {
     this.plain = this.handler('auto');
     this.streamed = this.handler('sse');
@@ -58,6 +62,8 @@ export class ModernMcpEndpoint implements OnModuleDestroy {
       res.status(200).json(refusal);
       return;
     }
+    const taskListen = this.taskSubscriptions.match(req);
+    if (taskListen) return this.taskSubscriptions.serve(taskListen, caller, res);
     const blockingCall = this.blockingCalls.matchModern(req, caller);
     if (blockingCall) return this.blockingCalls.respond(blockingCall, caller, MODERN_REVISION, res);
     const auth: CallerAuthInfo = { token: '', clientId: caller.tokenId, scopes: [...caller.scopes], extra: { caller } };
@@ -84,7 +90,8 @@ export class ModernMcpEndpoint implements OnModuleDestroy {
 
   /**
    * A `subscriptions/listen` asking for an extension's notifications without declaring the
-   * extension on the request: the -32021 answer (the SDK's listen router would acknowledge it).
+   * extension on the request: the -32021 answer (the SDK's listen router would acknowledge it, and
+   * TaskSubscriptions serves only declared listens).
    */
   private undeclaredListen(body: unknown): JsonRpcErrorResponse | undefined {
     const listen = body as { method?: unknown; id?: RequestId; params?: { notifications?: unknown; _meta?: object } };

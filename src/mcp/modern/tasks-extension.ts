@@ -70,7 +70,8 @@ const anyResult = z.looseObject({});
 /**
  * The Tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663) at 2026-07-28 over Alcarta's
  * durable tasks: `tools/call` of a wait may answer with a task (ModernToolCalls), and `tasks/get`,
- * `tasks/update` and `tasks/cancel` act on it. Every method is bound to the caller's token, as at
+ * `tasks/update` and `tasks/cancel` act on it, and `subscriptions/listen` pushes its status
+ * (`notifications/tasks`, TaskSubscriptions). Every method is bound to the caller's token, as at
  * 2025-11-25: another token's task is not found (-32602). The 2025-11-25 tasks methods
  * (TaskRequestHandlers) are the same tasks seen through the older revision.
  */
@@ -101,7 +102,10 @@ export class TasksExtension implements ModernExtension {
     );
   }
 
-  /** `notifications/tasks` is not offered, but asking for it needs the extension all the same. */
+  /**
+   * Asking for `notifications/tasks` (`taskIds` in a `subscriptions/listen` filter) needs the
+   * extension declared on that request; a declaring listen is served by TaskSubscriptions.
+   */
   listenNeedsDeclaration(notifications: Record<string, unknown>): boolean {
     return notifications.taskIds !== undefined;
   }
