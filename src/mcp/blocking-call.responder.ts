@@ -1,12 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { CallToolRequestSchema, ErrorCode, JSONRPCRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { CallToolRequest, JSONRPCMessage, RequestId } from '@modelcontextprotocol/sdk/types.js';
-import {
-  classifyInboundRequest,
-  isJsonContentType,
-  isSpecType,
-  SERVER_INFO_META_KEY,
-} from '@modelcontextprotocol/server';
+import { isSpecType, SERVER_INFO_META_KEY } from '@modelcontextprotocol/server';
 import { Request, Response } from 'express';
 import { Caller } from '../auth/caller';
 import { AppConfig } from '../config/app-config';
@@ -15,6 +10,7 @@ import { CallCancellations } from './call-cancellations';
 import { jsonRpcError } from './json-rpc';
 import { progressNotifier } from './progress';
 import { clientCapabilities, declaresExtension } from './modern/modern-extension';
+import { ModernRequestClassifier, singleHeader, withoutOws } from './modern/modern-request-classifier';
 import { TASKS_EXTENSION_ID } from './modern/tasks-extension';
 import { MODERN_REVISION, ProtocolRevision, TASKS_REVISION } from './protocol-revision';
 import { SERVER_INFO } from './server-identity';
@@ -66,6 +62,7 @@ export class BlockingCallResponder {
     private readonly catalog: ToolCatalog,
     private readonly config: AppConfig,
     private readonly cancellations: CallCancellations,
+    private readonly modernRequests: ModernRequestClassifier,
   ) {}
 
   /** The request, if it is a plain call of a blocking tool this caller may use. */
@@ -84,36 +81,23 @@ export class BlockingCallResponder {
   /**
    * The 2026-07-28 request, if it is a plain call of a blocking tool this caller may use and the v2
    * SDK would serve it with nothing to refuse: its inbound classification routes it to the modern
-   * era at this revision, the standard headers are all there and agree with the body (the SDK's
-   * classification checks what is present; presence is checked here, the decoding of an encoded
-   * `Mcp-Name` left to the SDK), and the params are a CallToolRequest by its schema. Anything else,
-   * rejections included, is left to the v2 SDK.
+   * era at this revision (ModernRequestClassifier), the standard headers are all there and agree
+   * with the body (the classification checks what is present; presence is checked here, the
+   * decoding of an encoded `Mcp-Name` left to the SDK), and the params are a CallToolRequest by its
+   * schema. Anything else, rejections included, is left to the v2 SDK.
    */
   matchModern(req: Request, caller: Caller): BlockingCall | undefined {
     const accept = req.headers.accept ?? '';
     if (!accept.includes('application/json') || !accept.includes('text/event-stream')) return undefined;
-    if (req.method !== 'POST' || !isJsonContentType(req.headers['content-type'])) return undefined;
-    const protocolVersionHeader = singleHeader(req.headers['mcp-protocol-version']);
-    const mcpMethodHeader = singleHeader(req.headers['mcp-method']);
     const mcpNameHeader = singleHeader(req.headers['mcp-name']);
-    if (protocolVersionHeader === undefined || mcpMethodHeader === undefined || mcpNameHeader === undefined)
-      return undefined;
-    const route = classifyInboundRequest({
-      httpMethod: req.method,
-      protocolVersionHeader,
-      mcpMethodHeader,
-      mcpNameHeader,
-      body: req.body,
-    });
-    if (route.kind !== 'modern' || route.messageKind !== 'request') return undefined;
-    if (route.classification.revision !== MODERN_REVISION || route.message.method !== 'tools/call') return undefined;
-    const message = route.message;
-    if (!isSpecType.CallToolRequest(message)) return undefined;
+    if (mcpNameHeader === undefined) return undefined;
+    const message = this.modernRequests.request(req, 'tools/call');
+    if (!message || !isSpecType.CallToolRequest(message)) return undefined;
     const { name, _meta: meta } = message.params;
     if (withoutOws(mcpNameHeader) !== name || !this.catalog.isBlocking(name, caller)) return undefined;
     const capabilities = clientCapabilities(meta);
     if (CALL_CHANGING_EXTENSIONS.some((id) => declaresExtension(capabilities, id))) return undefined;
-    return { ...(message as unknown as CallToolRequest), id: route.message.id };
+    return { ...(message as unknown as CallToolRequest), id: message.id };
   }
 
   /** Answers `call` at `revision`, framed as that era's SDK frames it. */
@@ -169,16 +153,6 @@ export class BlockingCallResponder {
     if (cancelled || res.writableEnded) res.end();
     else res.end(`event: message\ndata: ${response}\n\n`);
   }
-}
-
-/** A header value without the optional whitespace (SP, HTAB) around it, as the v2 SDK compares it. */
-function withoutOws(value: string): string {
-  return value.replace(/^[ \t]+|[ \t]+$/g, '');
-}
-
-/** A header's value, or undefined when absent (Node joins repeated custom headers into one string). */
-export function singleHeader(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value.join(', ') : value;
 }
 
 /**

@@ -20,6 +20,7 @@ import { ModernServerFactory } from './modern/modern-server.factory';
 import { MODERN_EXTENSIONS, ModernToolCalls } from './modern/modern-tool-calls';
 import { ModernExtension } from './modern/modern-extension';
 import { TasksExtension } from './modern/tasks-extension';
+import { ModernRequestClassifier } from './modern/modern-request-classifier';
 import { TaskSubscriptions } from './modern/task-subscriptions';
 import { EventsExtension } from './modern/events-extension';
 import { WaitsModule } from '../waits/waits.module';
@@ -51,6 +52,7 @@ import { WaitsModule } from '../waits/waits.module';
     },
     TasksExtension,
     TaskSubscriptions,
+    ModernRequestClassifier,
     ModernToolCalls,
     ModernServerFactory,
     ModernMcpEndpoint,

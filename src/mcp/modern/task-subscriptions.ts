@@ -1,7 +1,5 @@
 import { Injectable, Logger } from '@nestjs/common';
 import {
-  classifyInboundRequest,
-  isJsonContentType,
   isSpecType,
   ProtocolErrorCode,
   SERVER_INFO_META_KEY,
@@ -14,11 +12,11 @@ import { Caller } from '../../auth/caller';
 import { AlcartaError } from '../../common/errors';
 import { AppConfig } from '../../config/app-config';
 import { TaskService, TaskSnapshot } from '../../tasks/task.service';
-import { singleHeader, SSE_HEADERS } from '../blocking-call.responder';
+import { SSE_HEADERS } from '../blocking-call.responder';
 import { jsonRpcError } from '../json-rpc';
-import { MODERN_REVISION } from '../protocol-revision';
 import { SERVER_INFO } from '../server-identity';
 import { clientCapabilities, declaresExtension } from './modern-extension';
+import { ModernRequestClassifier } from './modern-request-classifier';
 import { detailedTask, TASKS_EXTENSION_ID } from './tasks-extension';
 
 /** A `subscriptions/listen` for task status, as `match` hands it over: `taskIds` not yet checked. */
@@ -65,32 +63,18 @@ export class TaskSubscriptions {
   constructor(
     private readonly tasks: TaskService,
     private readonly config: AppConfig,
+    private readonly modernRequests: ModernRequestClassifier,
   ) {}
 
   /**
    * The request, if it is a `subscriptions/listen` asking for `taskIds` with the extension declared
    * that the v2 SDK would serve with nothing to refuse: its inbound classification routes it to the
-   * modern era at this revision, the standard headers it requires are there (listen has no
-   * `Mcp-Name`), and the request is a SubscriptionsListenRequest by the SDK's schema (which does not
+   * modern era at this revision (ModernRequestClassifier; listen has no `Mcp-Name`), and the request is a SubscriptionsListenRequest by the SDK's schema (which does not
    * look at `taskIds`: `serve` does). Anything else is left to the SDK, -32021 to the endpoint.
    */
   match(req: Request): TaskListen | undefined {
-    if (req.method !== 'POST' || !isJsonContentType(req.headers['content-type'])) return undefined;
-    const protocolVersionHeader = singleHeader(req.headers['mcp-protocol-version']);
-    const mcpMethodHeader = singleHeader(req.headers['mcp-method']);
-    if (protocolVersionHeader === undefined || mcpMethodHeader === undefined) return undefined;
-    const route = classifyInboundRequest({
-      httpMethod: req.method,
-      protocolVersionHeader,
-      mcpMethodHeader,
-      mcpNameHeader: singleHeader(req.headers['mcp-name']),
-      body: req.body,
-    });
-    if (route.kind !== 'modern' || route.messageKind !== 'request') return undefined;
-    if (route.classification.revision !== MODERN_REVISION || route.message.method !== 'subscriptions/listen')
-      return undefined;
-    const message = route.message;
-    if (!isSpecType.SubscriptionsListenRequest(message)) return undefined;
+    const message = this.modernRequests.request(req, 'subscriptions/listen');
+    if (!message || !isSpecType.SubscriptionsListenRequest(message)) return undefined;
     const notifications = message.params.notifications as Record<string, unknown>;
     if (!('taskIds' in notifications)) return undefined;
     if (!declaresExtension(clientCapabilities(message.params._meta), TASKS_EXTENSION_ID)) return undefined;
