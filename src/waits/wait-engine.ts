@@ -258,10 +258,15 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
     this.registry.add(waiter);
     const release = () => waiter.finish(waiter.timedOut());
     signal?.addEventListener('abort', release, { once: true });
+    // A signal aborted before it is listened to fires no event: without this the waiter would stay
+    // parked until its timeout (an abort while the caller was still reading, e.g. the task row).
+    if (signal?.aborted) release();
     try {
-      const lapsed = this.lapsed(waiter.credential);
-      if (lapsed) waiter.endAccess(lapsed);
-      else await check();
+      if (!waiter.settled) {
+        const lapsed = this.lapsed(waiter.credential);
+        if (lapsed) waiter.endAccess(lapsed);
+        else await check();
+      }
       if (timeoutMs === 0) release();
       else if (!waiter.settled) {
         const expiresInMs = msUntil(waiter.credential.expiresAt);

@@ -2,7 +2,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { TokenService } from '#app/auth/token.service.js';
 import { CallCancellations } from '#app/mcp/call-cancellations.js';
+import { WaitService } from '#app/waits/wait.service.js';
 import { createTestDatabase, TestDatabase } from '../support/database';
 import { callOk, connectMcp, rawMcp, streamMcp, McpStream } from '../support/mcp';
 import { activeWaits } from '../support/metrics';
@@ -119,6 +121,22 @@ describe('cancellation of blocking calls', () => {
       const status = await agent.experimental.tasks.getTask(task.taskId);
       assert.equal(status.status, 'working');
       await agent.experimental.tasks.cancelTask(task.taskId);
+    });
+
+    it('a wait whose caller gave up before it was parked ends at once and stays parked nowhere', async () => {
+      const caller = await server.running.app.get(TokenService).authenticate(token);
+      assert.ok(caller);
+      const started = Date.now();
+      const result = await server.running.app
+        .get(WaitService)
+        .await(
+          caller,
+          { event: { type: 'message_received', mailbox_id: mailbox }, timeout_seconds: 120, delivery: 'poll' },
+          AbortSignal.abort(),
+        );
+      assert.equal(result.matched, false);
+      assert.ok(Date.now() - started < 60_000, 'not held until its timeout');
+      await parked(0, 'message');
     });
 
     it('ends the response stream without an answer, and only for the token that made the request', async () => {
