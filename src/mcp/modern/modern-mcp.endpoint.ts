@@ -32,8 +32,8 @@ interface CallerAuthInfo extends AuthInfo {
  * blocking tools (the waits) are answered over SSE from the start, so `: keepalive` comments keep
  * proxies from closing a quiet wait; every other request gets a plain JSON body unless it sends
  * progress first. A plain call of a blocking tool that the SDK would serve as it is skips the
- * SDK's per-request objects (BlockingCallResponder): a parked wait then weighs about what it weighs at
- * 2025-11-25 (32.0 against 30.7 KiB, README Benchmarks). A `subscriptions/listen` for task status
+ * SDK's per-request objects (BlockingCallResponder): a parked wait then weighs no more than at
+ * 2025-11-25 (29.8 against 30.6 KiB, README Benchmarks). A `subscriptions/listen` for task status
  * (Tasks extension) is served by TaskSubscriptions, the SDK's listen router knowing only the core
  * filter; everything else, refusals included, is the SDK's.
  */
