@@ -5,7 +5,7 @@ import type { TaskEnabledSession } from '@modelcontextprotocol/ext-tasks/client'
 import { streamMcp } from '../support/mcp';
 import { callOk2026, envelope, modernHeaders } from '../support/mcp-2026';
 import { activeWaits } from '../support/metrics';
-import { connectTaskSession, raw2026, TASKS_CAPABILITIES } from '../support/tasks-2026';
+import { connectTaskSession, raw2026, startInboxTask, TASKS_CAPABILITIES } from '../support/tasks-2026';
 import { createMailbox, createToken, startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
 
@@ -61,14 +61,8 @@ describe('MCP 2026-07-28: notifications/tasks over subscriptions/listen', () => 
   let client: Client2026;
   let session: TaskEnabledSession;
 
-  const inboxTask = async (token = secret): Promise<string> => {
-    const res = await raw2026(server.url, token, 'tools/call', {
-      name: 'monitor_inbox',
-      arguments: { mailbox_id: mailboxId, timeout_seconds: 300 },
-    });
-    assert.equal(res.json.result?.resultType, 'task', JSON.stringify(res.json));
-    return res.json.result.taskId as string;
-  };
+  const inboxTask = async (token = secret): Promise<string> =>
+    (await startInboxTask(server.url, token, mailboxId)).taskId as string;
   const cancel = (taskId: string, token = secret) => raw2026(server.url, token, 'tasks/cancel', { taskId });
   const resultWaits = () => activeWaits(server.url, 'message', 'poll');
 

@@ -8,7 +8,7 @@ import { callOk2026, connectMcp2026 } from '../support/mcp-2026';
 import { activeWaits } from '../support/metrics';
 import { Replica, ReplicaSet } from '../support/replicas';
 import { startTask } from '../support/tasks';
-import { connectTaskSession, raw2026, TASKS_EXTENSION } from '../support/tasks-2026';
+import { connectTaskSession, raw2026, startInboxTask, TASKS_EXTENSION } from '../support/tasks-2026';
 import { createMailbox, createToken, ingest, randomSecret, startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
 
@@ -51,14 +51,7 @@ describe('MCP 2026-07-28: the Tasks extension on the wait tools', () => {
       )
     )[0];
   const get = async (taskId: string, token = secret) => raw2026(server.url, token, 'tasks/get', { taskId });
-  const inboxTask = async (token = secret) => {
-    const res = await raw2026(server.url, token, 'tools/call', {
-      name: 'monitor_inbox',
-      arguments: { mailbox_id: mailboxId, timeout_seconds: 300 },
-    });
-    assert.equal(res.json.result?.resultType, 'task', JSON.stringify(res.json));
-    return res.json.result as Record<string, any>;
-  };
+  const inboxTask = (token = secret) => startInboxTask(server.url, token, mailboxId);
 
   before(async () => {
     server = await startTestServer({ env: { ALCARTA_TASK_POLL_INTERVAL_SECONDS: '1' } });

@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 import type { Client } from '@modelcontextprotocol/client';
 import type { RawClientDispatch, TaskEnabledSession } from '@modelcontextprotocol/ext-tasks/client';
 import { connectMcp2026, envelope, MODERN, modernHeaders } from './mcp-2026';
@@ -90,4 +91,14 @@ export function raw2026(
     },
     modernHeaders(method, options.name ?? mcpName(method, params)),
   );
+}
+
+/** Starts `monitor_inbox` on `mailboxId` as a task of the extension (raw 2026-07-28): its CreateTaskResult. */
+export async function startInboxTask(baseUrl: string, token: string, mailboxId: string): Promise<Record<string, any>> {
+  const res = await raw2026(baseUrl, token, 'tools/call', {
+    name: 'monitor_inbox',
+    arguments: { mailbox_id: mailboxId, timeout_seconds: 300 },
+  });
+  assert.equal(res.json.result?.resultType, 'task', JSON.stringify(res.json));
+  return res.json.result as Record<string, any>;
 }
