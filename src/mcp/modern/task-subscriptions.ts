@@ -11,6 +11,7 @@ import { z } from 'zod';
 import { Caller } from '../../auth/caller';
 import { AlcartaError } from '../../common/errors';
 import { AppConfig } from '../../config/app-config';
+import { TERMINAL_TASK_STATUSES } from '../../tasks/task.entity';
 import { TaskService, TaskSnapshot } from '../../tasks/task.service';
 import { SSE_HEADERS } from '../blocking-call.responder';
 import { jsonRpcError } from '../json-rpc';
@@ -24,8 +25,6 @@ export interface TaskListen {
   id: RequestId;
   taskIds: unknown;
 }
-
-const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
 
 /**
  * `notifications/tasks` over `subscriptions/listen` (the Tasks extension, SEP-2663, on the
@@ -131,7 +130,7 @@ export class TaskSubscriptions {
     }, this.config.keepaliveMs);
     let end: object = complete(subscriptionId);
     try {
-      const working = honored.filter((s) => !TERMINAL.has(s.task.status)).map((s) => s.task.taskId);
+      const working = honored.filter((s) => !TERMINAL_TASK_STATUSES.includes(s.task.status)).map((s) => s.task.taskId);
       await Promise.all(working.map((taskId) => this.follow(caller, taskId, stop.signal, notify)));
     } catch (err) {
       // The first wait to fail ends the subscription: the others are released.
