@@ -42,7 +42,10 @@ async function main(): Promise<number> {
   }
 
   try {
-    const concurrency = env.ALCARTA_TEST_CONCURRENCY ?? '2';
+    // Three files at a time: most of a test's time is spent waiting on servers, PostgreSQL and
+    // spawned processes, so even two cores run three well (the suite on 2 cores: 470 s against 560 s
+    // with two). ALCARTA_TEST_CONCURRENCY overrides it.
+    const concurrency = env.ALCARTA_TEST_CONCURRENCY ?? '3';
     const child = spawn(
       process.execPath,
       ['--test', `--test-concurrency=${concurrency}`, '--test-reporter=spec', ...files],
