@@ -154,12 +154,24 @@ export class TaskService {
    * the wait's resolution, on any replica), never by polling.
    */
   async result(caller: Caller, taskId: string, signal?: AbortSignal): Promise<Record<string, unknown>> {
+    const task = await this.ended(caller, taskId, signal);
+    if (task.status === 'cancelled') {
+      throw conflict('task_cancelled', `Task ${taskId} was cancelled; it has no result.`, { status: task.status });
+    }
+    return task.result!;
+  }
+
+  /** The task as it is once it has ended (completed, failed or cancelled), waiting as `result` does. */
+  async awaitEnd(caller: Caller, taskId: string, signal?: AbortSignal): Promise<TaskSnapshot> {
+    const task = await this.ended(caller, taskId, signal);
+    return { task: view(task), result: task.result };
+  }
+
+  /** The task row once terminal, parked on its wait between reads. */
+  private async ended(caller: Caller, taskId: string, signal?: AbortSignal): Promise<TaskEntity> {
     for (let missingWait = false; ;) {
       const task = await this.find(caller, taskId);
-      if (task.status === 'cancelled') {
-        throw conflict('task_cancelled', `Task ${taskId} was cancelled; it has no result.`, { status: task.status });
-      }
-      if (TERMINAL_TASK_STATUSES.includes(task.status)) return task.result!;
+      if (TERMINAL_TASK_STATUSES.includes(task.status)) return task;
       const wait = task.waitId ? await this.persisted.find(task.waitId) : null;
       if (!wait) {
         // Resolved and purged between the two reads: the task row, read again, says how it ended.

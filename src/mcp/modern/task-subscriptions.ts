@@ -52,8 +52,9 @@ export interface TaskListen {
  * - A wait that fails otherwise (the token lost its access, the database is unreachable) ends the
  *   subscription with a JSON-RPC error for the listen request (-32603, Alcarta's error in `data`).
  *
- * Waiting is TaskService.result's: parked on the wait engine, woken by the doorbell of the wait's
- * resolution or of the task's cancellation, on any replica; no polling, no registry of its own.
+ * Waiting is TaskService.awaitEnd's, the loop of tasks/result: parked on the wait engine, woken by
+ * the doorbell of the wait's resolution or of the task's cancellation, on any replica; no polling,
+ * no registry of its own.
  */
 @Injectable()
 export class TaskSubscriptions {
@@ -177,19 +178,14 @@ export class TaskSubscriptions {
     signal: AbortSignal,
     notify: (snapshot: TaskSnapshot) => void,
   ): Promise<void> {
-    if (signal.aborted) return;
+    let snapshot: TaskSnapshot;
     try {
-      await this.tasks.result(caller, taskId, signal);
+      snapshot = await this.tasks.awaitEnd(caller, taskId, signal);
     } catch (err) {
-      if (signal.aborted) return;
-      const cancelled = err instanceof AlcartaError && err.reason === 'task_cancelled';
-      if (!cancelled) {
-        if (err instanceof AlcartaError && err.code === 'not_found') return;
-        throw err;
-      }
+      if (signal.aborted || (err instanceof AlcartaError && err.code === 'not_found')) return;
+      throw err;
     }
-    const snapshot = await this.visible(caller, taskId);
-    if (snapshot && !signal.aborted) notify(snapshot);
+    if (!signal.aborted) notify(snapshot);
   }
 }
 
