@@ -67,13 +67,22 @@ export class ApprovalLinksService {
   /**
    * Decides the link's request as its approver, then spends every link of the request. A request
    * decided meanwhile (another approver, the console, the API) or expired is refused, not an error.
+   * The decision is of the content the page showed (`contentSha256`); other content is a conflict
+   * (`content_changed`), and the link stays usable.
    */
-  async decide(token: string, decision: LinkDecision, reason: string | null): Promise<LinkLookup> {
+  async decide(
+    token: string,
+    decision: LinkDecision,
+    reason: string | null,
+    contentSha256: string,
+  ): Promise<LinkLookup> {
     const found = await this.look(token);
     if (!('ok' in found)) return found;
     const { link } = found;
     try {
-      const decided = await this.approvals.decide(approverCaller(link), link.requestId, decision, reason);
+      const decided = await this.approvals.decide(approverCaller(link), link.requestId, decision, reason, {
+        contentSha256,
+      });
       await this.links.markRequestUsed(link.requestId);
       return { ...found, request: { ...found.request, state: decided.state, decidedBy: decided.decided_by ?? null } };
     } catch (err) {
