@@ -61,12 +61,10 @@ export class ApprovalLinksController {
         `Choose Approve or Reject; a reason has at most ${MAX_REASON} characters.`,
       );
     }
-    if (typeof shown !== 'string' || !CONTENT_SHA256_PATTERN.test(shown)) {
-      return this.notice(res, 400, 'Not understood', 'This form is incomplete. Open the link again and decide.');
-    }
+    const contentSha256 = typeof shown === 'string' && CONTENT_SHA256_PATTERN.test(shown) ? shown : undefined;
     let outcome: LinkLookup;
     try {
-      outcome = await this.links.decide(token, decision, reason === '' ? null : reason, shown);
+      outcome = await this.links.decide(token, decision, reason === '' ? null : reason, contentSha256);
     } catch (err) {
       if (!(err instanceof AlcartaError) || err.reason !== 'content_changed') throw err;
       return this.notice(res, 409, 'The request is not what you saw', `${err.message} Nothing was decided.`);
@@ -99,6 +97,8 @@ export class ApprovalLinksController {
           'Link already used',
           `This link has been used: the request is ${stateText(refusal)}.`,
         );
+      case 'incomplete':
+        return this.notice(res, 400, 'Not understood', 'This form is incomplete. Open the link again and decide.');
       case 'decided':
         return this.notice(
           res,

@@ -16,7 +16,9 @@ export type LinkRefusal =
   | { kind: 'unknown' }
   | { kind: 'used'; state: string; decidedBy: string | null }
   | { kind: 'expired' }
-  | { kind: 'decided'; state: string; decidedBy: string | null };
+  | { kind: 'decided'; state: string; decidedBy: string | null }
+  /** The form did not say which content it showed (`content_sha256`): not a page of ours. */
+  | { kind: 'incomplete' };
 
 export type LinkLookup = { ok: true; link: ApprovalLinkEntity; request: ApprovalRequestEntity } | LinkRefusal;
 
@@ -74,10 +76,11 @@ export class ApprovalLinksService {
     token: string,
     decision: LinkDecision,
     reason: string | null,
-    contentSha256: string,
+    contentSha256: string | undefined,
   ): Promise<LinkLookup> {
     const found = await this.look(token);
     if (!('ok' in found)) return found;
+    if (contentSha256 === undefined) return { kind: 'incomplete' };
     const { link } = found;
     try {
       const decided = await this.approvals.decide(approverCaller(link), link.requestId, decision, reason, {

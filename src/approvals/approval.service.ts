@@ -165,7 +165,13 @@ export class ApprovalService {
    * approval or rejection is of the content the person saw (`basis`): when that is no longer the
    * request's content, nothing is decided (409 `content_changed`).
    */
-  async decide(caller: Caller, requestId: string, decision: Decision, reason: string | null, basis: DecisionBasis = {}) {
+  async decide(
+    caller: Caller,
+    requestId: string,
+    decision: Decision,
+    reason: string | null,
+    basis: DecisionBasis = {},
+  ) {
     const outcome = await this.dataSource.transaction(async (manager) => {
       const request = await this.requests.lockVisible(manager, requestId, caller.mailboxAccess);
       if (!request) throw notFound('request', requestId);
@@ -333,7 +339,11 @@ export class ApprovalService {
  * that was sanitized when it was requested (one stored before that was never shown as it would
  * leave). Rejecting such a request stays possible: it sends nothing.
  */
-function assertDecidable(request: ApprovalRequestEntity, decision: 'approved' | 'rejected', basis: DecisionBasis): void {
+function assertDecidable(
+  request: ApprovalRequestEntity,
+  decision: 'approved' | 'rejected',
+  basis: DecisionBasis,
+): void {
   const refuse = (message: string) =>
     conflict('content_changed', message, { request_id: request.id, content_sha256: request.contentSha256 });
   if (basis.contentSha256 !== undefined && basis.contentSha256 !== request.contentSha256) {

@@ -38,7 +38,11 @@ export class ApprovedContentCheck implements OnModuleInit {
         title: request.title,
         details: request.details,
       });
-    if (request?.state === 'approved' && request.sentMessageId === message.id && leaving === request.decidedContentSha256) {
+    if (
+      request?.state === 'approved' &&
+      request.sentMessageId === message.id &&
+      leaving === request.decidedContentSha256
+    ) {
       return undefined;
     }
     return {

@@ -37,7 +37,16 @@ const ALLOWED_ATTRIBUTES: Readonly<Record<string, readonly string[]>> = {
 };
 const FORM_TAGS = new Set(['form', 'input', 'button', 'select', 'option', 'optgroup', 'textarea', 'datalist']);
 /** Attributes whose value is something a mail client fetches. */
-const RESOURCE_ATTRIBUTES = new Set(['src', 'srcset', 'background', 'poster', 'data', 'lowsrc', 'dynsrc', 'xlink:href']);
+const RESOURCE_ATTRIBUTES = new Set([
+  'src',
+  'srcset',
+  'background',
+  'poster',
+  'data',
+  'lowsrc',
+  'dynsrc',
+  'xlink:href',
+]);
 /** Elements whose `href` is fetched rather than followed. */
 const HREF_LOADS = new Set(['link', 'image', 'use']);
 /** The only image source kept: an inline image, which loads nothing. */
@@ -103,7 +112,8 @@ function countRemovals(tag: string, attributes: Record<string, string>, removed:
   for (const [name, value] of Object.entries(attributes)) {
     const attribute = name.toLowerCase();
     if (attribute === 'href' && JAVASCRIPT_URL.test(value)) removed.scripts += 1;
-    else if (RESOURCE_ATTRIBUTES.has(attribute) && !isKeptImage(tag, attribute, value)) removed[resourceKind(value)] += 1;
+    else if (RESOURCE_ATTRIBUTES.has(attribute) && !isKeptImage(tag, attribute, value))
+      removed[resourceKind(value)] += 1;
   }
 }
 
@@ -128,7 +138,10 @@ function resourceKind(url: string): 'remote_resources' | 'relative_resources' {
 const REMOVED_NAMES: Readonly<Record<keyof SanitizedCounts, [string, string]>> = {
   scripts: ['script', 'scripts'],
   event_handlers: ['event handler', 'event handlers'],
-  remote_resources: ['remote resource (image, frame, media or stylesheet)', 'remote resources (images, frames, media or stylesheets)'],
+  remote_resources: [
+    'remote resource (image, frame, media or stylesheet)',
+    'remote resources (images, frames, media or stylesheets)',
+  ],
   relative_resources: ['resource by relative address', 'resources by relative address'],
   styles: ['style', 'styles'],
   forms: ['form element', 'form elements'],

@@ -33,7 +33,6 @@ export function createdRequestView(r: ApprovalRequestEntity) {
     request_id: r.id,
     state: r.state,
     expires_at: r.expiresAt.toISOString(),
-    content_sha256: r.contentSha256,
     ...(r.sanitized !== null && { sanitized: r.sanitized }),
   };
 }

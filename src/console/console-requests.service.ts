@@ -9,7 +9,6 @@ import { AlcartaError, invalidRequest } from '../common/errors';
 import { hasUnstorableText } from '../common/text-safety';
 import { MailboxService } from '../mail/mailbox.service';
 
-
 /** How many rows a list page shows: the newest ones. */
 export const PAGE_SIZE = 100;
 export const DECIDED_STATES: readonly RequestState[] = ['approved', 'rejected', 'expired', 'cancelled'];

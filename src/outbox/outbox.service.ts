@@ -166,11 +166,7 @@ export class OutboxService implements OnModuleInit {
    * the message over after the lease lapsed, or a bounce arrived, and their record stands).
    * Returns the status recorded, or undefined when the claim was lost.
    */
-  async recordOutcome(
-    replicaId: string,
-    messageId: string,
-    outcome: SendOutcome,
-  ): Promise<DeliveryStatus | undefined> {
+  async recordOutcome(replicaId: string, messageId: string, outcome: SendOutcome): Promise<DeliveryStatus | undefined> {
     return this.dataSource.transaction(async (manager) => {
       const held = await this.deliveries.lockClaim(manager, messageId, replicaId);
       if (!held) return undefined;

@@ -4,7 +4,8 @@ import { describe, it } from 'node:test';
 import { describeRemoved, noneRemoved, sanitizeDraftHtml } from '#app/approvals/draft-sanitizer.js';
 import { contentSha256, RequestContent } from '#app/approvals/request-content.js';
 
-const PIXEL = 'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
+const PIXEL =
+  'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
 
 describe('draft sanitizer', () => {
   it('removes scripts, remote and relative images, and counts each', () => {
@@ -109,7 +110,8 @@ describe('request content hash', () => {
       { title: 'Other' },
       { details: '' },
     ];
-    for (const change of variants) assert.notEqual(contentSha256({ ...email, ...change }), base, JSON.stringify(change));
+    for (const change of variants)
+      assert.notEqual(contentSha256({ ...email, ...change }), base, JSON.stringify(change));
     // Moving text between fields is a different content too.
     assert.notEqual(
       contentSha256({ ...email, subject: 'HiHello', text: '' }),
