@@ -1,6 +1,9 @@
 import { Body, Controller, Get, Param, Post, Res } from '@nestjs/common';
 import { Response } from 'express';
+import { describeRemoved, draftDocument } from '../approvals/draft-sanitizer';
+import { CONTENT_SHA256_PATTERN } from '../approvals/request-content';
 import { Public } from '../auth/auth.decorators';
+import { AlcartaError } from '../common/errors';
 import { repairText } from '../common/text-safety';
 import { ConsoleViews } from '../console/console-views';
 import { ApprovalLinksService, LinkLookup } from './approval-links.service';
@@ -32,6 +35,8 @@ export class ApprovalLinksController {
         mailboxAddress,
         askedBy,
         request,
+        draftHtml: request.email?.html ? draftDocument(request.email.html) : null,
+        removedFromDraft: request.sanitized ? describeRemoved(request.sanitized) : '',
         expiresAt: request.expiresAt.toISOString(),
         action: `/console/links/${encodeURIComponent(token)}`,
       }),
@@ -47,6 +52,7 @@ export class ApprovalLinksController {
   ): Promise<void> {
     const decision = body?.decision;
     const reason = typeof body?.reason === 'string' ? repairText(body.reason).trim() : '';
+    const shown = body?.content_sha256;
     if ((decision !== 'approved' && decision !== 'rejected') || reason.length > MAX_REASON) {
       return this.notice(
         res,
@@ -55,7 +61,14 @@ export class ApprovalLinksController {
         `Choose Approve or Reject; a reason has at most ${MAX_REASON} characters.`,
       );
     }
-    const outcome = await this.links.decide(token, decision, reason === '' ? null : reason);
+    const contentSha256 = typeof shown === 'string' && CONTENT_SHA256_PATTERN.test(shown) ? shown : undefined;
+    let outcome: LinkLookup;
+    try {
+      outcome = await this.links.decide(token, decision, reason === '' ? null : reason, contentSha256);
+    } catch (err) {
+      if (!(err instanceof AlcartaError) || err.reason !== 'content_changed') throw err;
+      return this.notice(res, 409, 'The request is not what you saw', `${err.message} Nothing was decided.`);
+    }
     if (!('ok' in outcome)) return this.refuse(res, outcome);
     const verb = outcome.request.state === 'approved' ? 'approved' : 'rejected';
     this.notice(res, 200, `Request ${verb}`, `You ${verb} “${outcome.request.title}”. You can close this page.`);
@@ -84,6 +97,8 @@ export class ApprovalLinksController {
           'Link already used',
           `This link has been used: the request is ${stateText(refusal)}.`,
         );
+      case 'incomplete':
+        return this.notice(res, 400, 'Not understood', 'This form is incomplete. Open the link again and decide.');
       case 'decided':
         return this.notice(
           res,

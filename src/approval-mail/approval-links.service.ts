@@ -16,7 +16,9 @@ export type LinkRefusal =
   | { kind: 'unknown' }
   | { kind: 'used'; state: string; decidedBy: string | null }
   | { kind: 'expired' }
-  | { kind: 'decided'; state: string; decidedBy: string | null };
+  | { kind: 'decided'; state: string; decidedBy: string | null }
+  /** The form did not say which content it showed (`content_sha256`): not a page of ours. */
+  | { kind: 'incomplete' };
 
 export type LinkLookup = { ok: true; link: ApprovalLinkEntity; request: ApprovalRequestEntity } | LinkRefusal;
 
@@ -67,13 +69,23 @@ export class ApprovalLinksService {
   /**
    * Decides the link's request as its approver, then spends every link of the request. A request
    * decided meanwhile (another approver, the console, the API) or expired is refused, not an error.
+   * The decision is of the content the page showed (`contentSha256`); other content is a conflict
+   * (`content_changed`), and the link stays usable.
    */
-  async decide(token: string, decision: LinkDecision, reason: string | null): Promise<LinkLookup> {
+  async decide(
+    token: string,
+    decision: LinkDecision,
+    reason: string | null,
+    contentSha256: string | undefined,
+  ): Promise<LinkLookup> {
     const found = await this.look(token);
     if (!('ok' in found)) return found;
+    if (contentSha256 === undefined) return { kind: 'incomplete' };
     const { link } = found;
     try {
-      const decided = await this.approvals.decide(approverCaller(link), link.requestId, decision, reason);
+      const decided = await this.approvals.decide(approverCaller(link), link.requestId, decision, reason, {
+        contentSha256,
+      });
       await this.links.markRequestUsed(link.requestId);
       return { ...found, request: { ...found.request, state: decided.state, decidedBy: decided.decided_by ?? null } };
     } catch (err) {

@@ -1,4 +1,5 @@
 import { ApprovalRequestEntity } from '../approvals/approval-request.entity';
+import { describeRemoved } from '../approvals/draft-sanitizer';
 import { OutboundMessageFields } from '../outbox/outbound-mail';
 
 /** A header value on one line (titles are text an agent wrote). */
@@ -39,6 +40,9 @@ export function approvalMail(
       '',
       ...draft.text.split(/\r?\n/).map((l) => `  ${l}`),
     );
+    const removed = request.sanitized ? describeRemoved(request.sanitized) : '';
+    if (draft.html) lines.push('', 'It also has an HTML version: the link shows it as it will be sent.');
+    if (removed) lines.push(`Removed from the agent's HTML before the request was made: ${removed}.`);
   }
   lines.push(
     '',

@@ -1,6 +1,7 @@
 import { Check, Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryColumn } from 'typeorm';
 import { MailboxEntity } from '../mail/mailbox.entity';
 import { MessageEntity } from '../mail/message.entity';
+import type { SanitizedCounts } from './draft-sanitizer';
 
 export type RequestKind = 'send_email' | 'approval';
 export type RequestState = 'pending' | 'approved' | 'rejected' | 'expired' | 'cancelled';
@@ -52,6 +53,21 @@ export class ApprovalRequestEntity {
 
   @Column({ type: 'jsonb', nullable: true })
   email: EmailDraft | null;
+
+  /**
+   * What sanitizing removed from the draft's HTML when the request was made (send_email only). NULL on
+   * an email request stored before drafts were sanitized: such a draft cannot be approved.
+   */
+  @Column({ type: 'jsonb', nullable: true })
+  sanitized: SanitizedCounts | null;
+
+  /** The hash of what is asked (see request-content.ts), fixed when the request is made. */
+  @Column({ name: 'content_sha256', type: 'text' })
+  contentSha256: string;
+
+  /** The hash of the content the person who approved or rejected it saw; null until then. */
+  @Column({ name: 'decided_content_sha256', type: 'text', nullable: true })
+  decidedContentSha256: string | null;
 
   /** Binding id of the credential that asked: a token's `tok_…` or an OAuth principal's `prn_…`. */
   @Column({ name: 'created_by', type: 'text' })

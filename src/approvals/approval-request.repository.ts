@@ -44,9 +44,15 @@ export class ApprovalRequestRepository {
         decidedAt: request.decidedAt,
         decidedBy: request.decidedBy,
         reason: request.reason,
+        decidedContentSha256: request.decidedContentSha256,
         sentMessageId: request.sentMessageId,
       },
     );
+  }
+
+  /** Any request by id, whoever may see it: for checks of the service itself, never for a caller. */
+  findById(id: string): Promise<ApprovalRequestEntity | null> {
+    return this.requests.findOneBy({ id });
   }
 
   /** With `mailboxId`, the caller has already checked that the mailbox is visible. */

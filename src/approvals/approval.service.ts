@@ -12,6 +12,8 @@ import { DeliveryView } from '../outbox/delivery.views';
 import { OutboxService } from '../outbox/outbox.service';
 import { ApprovalRequestEntity, EmailDraft, RequestKind, RequestState } from './approval-request.entity';
 import { ApprovalRequestRepository, RequestListFilter } from './approval-request.repository';
+import { noneRemoved, SanitizedCounts, sanitizeDraftHtml } from './draft-sanitizer';
+import { contentOfRequest, contentSha256 } from './request-content';
 import { createdRequestView, requestView } from './request.views';
 
 export const DEFAULT_EXPIRY_SECONDS = 24 * 3600;
@@ -37,6 +39,23 @@ export interface NewEmail {
 }
 
 type Decision = 'approved' | 'rejected' | 'cancelled';
+
+/** What a person's decision says about what they saw. */
+export interface DecisionBasis {
+  /** The `content_sha256` of the request as the person saw it; absent: the request as it stands. */
+  contentSha256?: string;
+}
+
+/** What a new request holds besides its id, state and dates. */
+interface NewRequest {
+  mailboxId: string;
+  kind: RequestKind;
+  title: string;
+  details: string | null;
+  email: EmailDraft | null;
+  sanitized: SanitizedCounts | null;
+  expiresInSeconds?: number;
+}
 
 /** Which requests a list shows; `newestBy` as in RequestListFilter (by creation unless said). */
 export type RequestFilter = Omit<RequestListFilter, 'access'>;
@@ -73,31 +92,45 @@ export class ApprovalService {
 
   async requestApproval(caller: Caller, input: NewApproval) {
     await this.mailboxes.getVisible(caller, input.mailboxId);
-    return this.create(
-      caller,
-      input.mailboxId,
-      'approval',
-      input.title,
-      input.details ?? null,
-      null,
-      input.expiresInSeconds,
-    );
+    return this.create(caller, {
+      mailboxId: input.mailboxId,
+      kind: 'approval',
+      title: input.title,
+      details: input.details ?? null,
+      email: null,
+      sanitized: null,
+      expiresInSeconds: input.expiresInSeconds,
+    });
   }
+
+  /**
+   * An email draft to approve. Its HTML is sanitized here, before anything is stored: the person
+   * approves the sanitized draft, and that is what leaves. What was removed is part of the answer.
+   */
 
   async requestEmail(caller: Caller, input: NewEmail) {
     const mailbox = await this.mailboxes.getVisible(caller, input.mailboxId);
     if (input.inReplyToMessageId) await this.messages.assertInMailbox(caller, mailbox.id, input.inReplyToMessageId);
+    const sanitized = input.html === undefined ? undefined : sanitizeDraftHtml(input.html);
     const draft: EmailDraft = {
       from: mailbox.address,
       to: input.to,
       cc: input.cc ?? [],
       subject: input.subject,
       text: input.text,
-      html: input.html ?? null,
+      // HTML with nothing left to show (only a script, say) is no HTML part at all.
+      html: sanitized?.html.trim() ? sanitized.html : null,
       in_reply_to_message_id: input.inReplyToMessageId ?? null,
     };
-    const title = `Send email "${input.subject}" to ${input.to.join(', ')}`;
-    return this.create(caller, mailbox.id, 'send_email', title, null, draft, input.expiresInSeconds);
+    return this.create(caller, {
+      mailboxId: mailbox.id,
+      kind: 'send_email',
+      title: `Send email "${input.subject}" to ${input.to.join(', ')}`,
+      details: null,
+      email: draft,
+      sanitized: sanitized?.removed ?? noneRemoved(),
+      expiresInSeconds: input.expiresInSeconds,
+    });
   }
 
   async get(caller: Caller, requestId: string) {
@@ -127,8 +160,18 @@ export class ApprovalService {
     return this.decide(caller, requestId, 'cancelled', null);
   }
 
-  /** Approve, reject or cancel a pending request; anything else is a conflict naming the state. */
-  async decide(caller: Caller, requestId: string, decision: Decision, reason: string | null) {
+  /**
+   * Approve, reject or cancel a pending request; anything else is a conflict naming the state. An
+   * approval or rejection is of the content the person saw (`basis`): when that is no longer the
+   * request's content, nothing is decided (409 `content_changed`).
+   */
+  async decide(
+    caller: Caller,
+    requestId: string,
+    decision: Decision,
+    reason: string | null,
+    basis: DecisionBasis = {},
+  ) {
     const outcome = await this.dataSource.transaction(async (manager) => {
       const request = await this.requests.lockVisible(manager, requestId, caller.mailboxAccess);
       if (!request) throw notFound('request', requestId);
@@ -137,6 +180,10 @@ export class ApprovalService {
         return { request, applied: false };
       }
       if (request.state !== 'pending') return { request, applied: false };
+      if (decision !== 'cancelled') {
+        assertDecidable(request, decision, basis);
+        request.decidedContentSha256 = request.contentSha256;
+      }
       const delivery = await this.transition(manager, request, decision, caller.decidedBy, reason);
       return { request, applied: true, delivery };
     });
@@ -200,15 +247,8 @@ export class ApprovalService {
     });
   }
 
-  private async create(
-    caller: Caller,
-    mailboxId: string,
-    kind: RequestKind,
-    title: string,
-    details: string | null,
-    email: EmailDraft | null,
-    expiresInSeconds = DEFAULT_EXPIRY_SECONDS,
-  ) {
+  private async create(caller: Caller, input: NewRequest) {
+    const { expiresInSeconds = DEFAULT_EXPIRY_SECONDS } = input;
     if (expiresInSeconds > MAX_EXPIRY_SECONDS) {
       throw invalidRequest(
         'expiry_exceeds_limit',
@@ -223,12 +263,15 @@ export class ApprovalService {
     const request = await this.dataSource.transaction(async (manager) => {
       const created = await this.requests.insert(manager, {
         id: newId('chk'),
-        mailboxId,
-        kind,
+        mailboxId: input.mailboxId,
+        kind: input.kind,
         state: 'pending',
-        title,
-        details,
-        email,
+        title: input.title,
+        details: input.details,
+        email: input.email,
+        sanitized: input.sanitized,
+        contentSha256: contentSha256(contentOfRequest(input)),
+        decidedContentSha256: null,
         createdBy: caller.tokenId,
         createdAt: now,
         expiresAt: new Date(now.getTime() + expiresInSeconds * 1000),
@@ -237,7 +280,7 @@ export class ApprovalService {
         reason: null,
         sentMessageId: null,
       });
-      await this.eventLog.appendRequestEvent(manager, mailboxId, {
+      await this.eventLog.appendRequestEvent(manager, input.mailboxId, {
         type: 'request_state_changed',
         request_id: created.id,
         state: 'pending',
@@ -286,6 +329,32 @@ export class ApprovalService {
       changed_at: now.toISOString(),
     });
     return sent ? this.outbox.enqueue(manager, sent, request.id) : undefined;
+  }
+}
+
+/**
+ * A person decides only the content they saw: when they say which (`basis`), it must be the request's.
+ * An approval also needs content that is still what was asked (the stored content hashes to the hash
+ * fixed at creation; a row changed behind the service's back does not) and, for an email, a draft
+ * that was sanitized when it was requested (one stored before that was never shown as it would
+ * leave). Rejecting such a request stays possible: it sends nothing.
+ */
+function assertDecidable(
+  request: ApprovalRequestEntity,
+  decision: 'approved' | 'rejected',
+  basis: DecisionBasis,
+): void {
+  const refuse = (message: string) =>
+    conflict('content_changed', message, { request_id: request.id, content_sha256: request.contentSha256 });
+  if (basis.contentSha256 !== undefined && basis.contentSha256 !== request.contentSha256) {
+    throw refuse('The request is not what you saw: reload it and decide again.');
+  }
+  if (decision === 'rejected') return;
+  if (contentSha256(contentOfRequest(request)) !== request.contentSha256) {
+    throw refuse('The stored request no longer matches what was asked; it cannot be approved.');
+  }
+  if (request.kind === 'send_email' && request.sanitized === null && request.email?.html) {
+    throw refuse('This draft was stored before drafts were sanitized; ask the agent to send it again.');
   }
 }
 

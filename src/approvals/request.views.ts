@@ -3,7 +3,8 @@ import { ApprovalRequestEntity } from './approval-request.entity';
 
 /**
  * A request as `get_request` and the REST API show it; absent optional fields are left out.
- * `delivery` is the outbound delivery of an approved `send_email` request (SPEC 9).
+ * `delivery` is the outbound delivery of an approved `send_email` request. `content_sha256` is the
+ * hash of what is asked (request-content.ts); a decision may carry it back to say what it was about.
  */
 export function requestView(r: ApprovalRequestEntity, delivery?: DeliveryView) {
   return {
@@ -14,6 +15,8 @@ export function requestView(r: ApprovalRequestEntity, delivery?: DeliveryView) {
     title: r.title,
     ...(r.details !== null && { details: r.details }),
     ...(r.email !== null && { email: r.email }),
+    ...(r.sanitized !== null && { sanitized: r.sanitized }),
+    content_sha256: r.contentSha256,
     created_at: r.createdAt.toISOString(),
     ...(r.decidedAt !== null && { decided_at: r.decidedAt.toISOString() }),
     ...(r.decidedBy !== null && { decided_by: r.decidedBy }),
@@ -24,6 +27,12 @@ export function requestView(r: ApprovalRequestEntity, delivery?: DeliveryView) {
   };
 }
 
+/** The answer to `send_email` and `request_approval`; an email's says what sanitizing removed. */
 export function createdRequestView(r: ApprovalRequestEntity) {
-  return { request_id: r.id, state: r.state, expires_at: r.expiresAt.toISOString() };
+  return {
+    request_id: r.id,
+    state: r.state,
+    expires_at: r.expiresAt.toISOString(),
+    ...(r.sanitized !== null && { sanitized: r.sanitized }),
+  };
 }

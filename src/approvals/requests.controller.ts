@@ -24,7 +24,7 @@ export class RequestsController {
     @Param('request_id', new PathId('chk', 'request')) id: string,
     @Body() body: DecideRequestDto,
   ) {
-    return this.approvals.decide(caller, id, 'approved', body.reason ?? null);
+    return this.approvals.decide(caller, id, 'approved', body.reason ?? null, { contentSha256: body.content_sha256 });
   }
 
   @Post(':request_id/reject')
@@ -34,6 +34,6 @@ export class RequestsController {
     @Param('request_id', new PathId('chk', 'request')) id: string,
     @Body() body: DecideRequestDto,
   ) {
-    return this.approvals.decide(caller, id, 'rejected', body.reason ?? null);
+    return this.approvals.decide(caller, id, 'rejected', body.reason ?? null, { contentSha256: body.content_sha256 });
   }
 }

@@ -61,6 +61,13 @@ export class ConsoleExceptionFilter implements ExceptionFilter {
       this.page(res, 404, { title: 'Not found', text: 'There is nothing here that you can see.' });
       return;
     }
+    if (error instanceof AlcartaError && error.reason === 'content_changed') {
+      this.page(res, 409, {
+        title: 'The request is not what you saw',
+        text: `${error.message} Nothing was decided.`,
+      });
+      return;
+    }
     if (error instanceof AlcartaError && error.code === 'invalid_request') {
       this.page(res, 400, { title: 'That did not work', text: error.message });
       return;

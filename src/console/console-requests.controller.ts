@@ -104,7 +104,7 @@ export class ConsoleRequestsController {
     @Body() body: Record<string, unknown>,
     @Res() res: Response,
   ) {
-    return this.decide(session, id, 'approved', body.reason, res);
+    return this.decide(session, id, 'approved', body, res);
   }
 
   @Post('requests/:request_id/reject')
@@ -114,12 +114,19 @@ export class ConsoleRequestsController {
     @Body() body: Record<string, unknown>,
     @Res() res: Response,
   ) {
-    return this.decide(session, id, 'rejected', body.reason, res);
+    return this.decide(session, id, 'rejected', body, res);
   }
 
   /** Post/redirect/get: the request page then shows the outcome, whoever decided. */
-  private async decide(session: ActiveSession, id: string, decision: ConsoleDecision, reason: unknown, res: Response) {
-    const outcome = await this.requests.decide(session.caller, id, decision, reason);
+  private async decide(
+    session: ActiveSession,
+    id: string,
+    decision: ConsoleDecision,
+    body: Record<string, unknown>,
+    res: Response,
+  ) {
+    const form = { reason: body.reason, contentSha256: body.content_sha256 };
+    const outcome = await this.requests.decide(session.caller, id, decision, form);
     res.redirect(303, `/console/requests/${id}?notice=${outcome}`);
   }
 }

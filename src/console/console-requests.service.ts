@@ -1,12 +1,13 @@
 import { Injectable } from '@nestjs/common';
 import { RequestState } from '../approvals/approval-request.entity';
 import { ApprovalService, RequestFilter } from '../approvals/approval.service';
+import { describeRemoved, draftDocument } from '../approvals/draft-sanitizer';
+import { CONTENT_SHA256_PATTERN } from '../approvals/request-content';
 import { Caller } from '../auth/caller';
 import { CredentialRepository } from '../auth/credential.repository';
 import { AlcartaError, invalidRequest } from '../common/errors';
 import { hasUnstorableText } from '../common/text-safety';
 import { MailboxService } from '../mail/mailbox.service';
-import { draftDocument } from './draft-html';
 
 /** How many rows a list page shows: the newest ones. */
 export const PAGE_SIZE = 100;
@@ -62,6 +63,7 @@ export class ConsoleRequestsService {
     const draftHtml = request.email?.html ? draftDocument(request.email.html) : null;
     return {
       request,
+      removedFromDraft: request.sanitized ? describeRemoved(request.sanitized) : '',
       mailboxAddress: mailbox.address,
       askedBy: who(request.created_by, names),
       decidedBy: request.decided_by ? who(request.decided_by, names) : null,
@@ -70,17 +72,19 @@ export class ConsoleRequestsService {
   }
 
   /**
-   * Approves or rejects as the session's credential. A request decided elsewhere meanwhile is not
-   * an error for a person: the answer says so, and the request page shows who decided it.
+   * Approves or rejects as the session's credential, the content the page showed (its form carries
+   * the request's `content_sha256`). A request decided elsewhere meanwhile is not an error for a
+   * person: the answer says so, and the request page shows who decided it.
    */
   async decide(
     caller: Caller,
     requestId: string,
     decision: ConsoleDecision,
-    reason: unknown,
+    form: { reason: unknown; contentSha256: unknown },
   ): Promise<'decided' | 'already_decided'> {
+    const basis = { contentSha256: shownContent(form.contentSha256) };
     try {
-      await this.approvals.decide(caller, requestId, decision, reasonOf(reason));
+      await this.approvals.decide(caller, requestId, decision, reasonOf(form.reason), basis);
       return 'decided';
     } catch (err) {
       if (err instanceof AlcartaError && err.reason === 'request_not_pending') return 'already_decided';
@@ -117,6 +121,17 @@ function credentialIds(requests: ReadonlyArray<{ created_by: string; decided_by?
 
 function who(id: string, names: ReadonlyMap<string, string>): Who {
   return { id, name: names.get(id) ?? null };
+}
+
+/** The hash a decision form carries: every form the console renders has one. */
+export function shownContent(value: unknown): string {
+  if (typeof value !== 'string' || !CONTENT_SHA256_PATTERN.test(value)) {
+    throw invalidRequest(
+      'invalid_content_sha256',
+      'This form does not say which version of the request it shows. Reload the page and decide again.',
+    );
+  }
+  return value;
 }
 
 function reasonOf(reason: unknown): string | null {

@@ -1,4 +1,4 @@
-import { DeliveryStatus, OutboundDeliveryEntity } from './outbound-delivery.entity';
+import { DeliveryFailure, DeliveryStatus, OutboundDeliveryEntity } from './outbound-delivery.entity';
 
 /** The `delivery` object of SPEC 9, on requests and outbound messages; absent fields are left out. */
 export interface DeliveryView {
@@ -8,12 +8,14 @@ export interface DeliveryView {
   next_attempt_at?: string;
   response?: string;
   error?: string;
+  /** On a `failed` delivery: why, as a code. */
+  reason?: DeliveryFailure;
 }
 
 /** The columns the view shows (the wait engine reads them with its own SQL). */
 export type DeliveryFields = Pick<
   OutboundDeliveryEntity,
-  'status' | 'attempts' | 'lastAttemptAt' | 'nextAttemptAt' | 'response' | 'error'
+  'status' | 'attempts' | 'lastAttemptAt' | 'nextAttemptAt' | 'response' | 'error' | 'reason'
 >;
 
 export function deliveryView(d: DeliveryFields): DeliveryView {
@@ -24,6 +26,7 @@ export function deliveryView(d: DeliveryFields): DeliveryView {
     ...(d.nextAttemptAt !== null && { next_attempt_at: d.nextAttemptAt.toISOString() }),
     ...(d.response !== null && { response: d.response }),
     ...(d.error !== null && { error: d.error }),
+    ...(d.reason !== null && { reason: d.reason }),
   };
 }
 

@@ -5,6 +5,12 @@ import { MessageEntity } from '../mail/message.entity';
 
 export type DeliveryStatus = 'queued' | 'sending' | 'sent' | 'retrying' | 'failed' | 'bounced' | 'not_configured';
 
+/**
+ * Why a delivery failed for good: the relay refused it (5xx), temporary failures went on past the
+ * retry window, or the message no longer matched what a person approved, so it was never sent.
+ */
+export type DeliveryFailure = 'relay_refused' | 'retries_exhausted' | 'content_changed';
+
 export const DELIVERY_STATUSES: readonly DeliveryStatus[] = [
   'queued',
   'sending',
@@ -75,6 +81,10 @@ export class OutboundDeliveryEntity {
   /** Why the last attempt did not succeed. */
   @Column({ type: 'text', nullable: true })
   error: string | null;
+
+  /** Why a `failed` delivery failed, as a code (see DeliveryFailure); null otherwise. */
+  @Column({ type: 'text', nullable: true })
+  reason: DeliveryFailure | null;
 
   /** The replica sending it now (with status `sending`). */
   @Column({ name: 'claimed_by', type: 'text', nullable: true })

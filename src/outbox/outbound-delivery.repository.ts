@@ -19,6 +19,7 @@ export type DeliveryChanges = Partial<
     | 'nextAttemptAt'
     | 'response'
     | 'error'
+    | 'reason'
     | 'claimedBy'
     | 'leaseExpiresAt'
     | 'updatedAt'

@@ -16,6 +16,22 @@ import { ClaimedDelivery, DeliveryChanges, OutboundDeliveryRepository } from './
 import { afterTemporaryFailure } from './retry-policy';
 import { AttemptOutcome } from './smtp-relay';
 
+/**
+ * Asked before every send attempt whether a message may leave; undefined lets it go. The module that
+ * knows what a person approved registers one, so the outbox need not know about approvals.
+ */
+export type SendCheck = (message: MessageEntity, requestId: string | null) => Promise<SendRefusal | undefined>;
+
+/** A message a SendCheck would not let leave: it is not sent, and its delivery fails. */
+export interface SendRefusal {
+  kind: 'refused';
+  reason: 'content_changed';
+  error: string;
+}
+
+/** How a delivery attempt ended: the relay's answer, or a refusal before anything was sent. */
+export type SendOutcome = AttemptOutcome | SendRefusal;
+
 /** Longest bounce description stored as the delivery's error. */
 const MAX_BOUNCE_TEXT = 2000;
 
@@ -26,6 +42,8 @@ const MAX_BOUNCE_TEXT = 2000;
  */
 @Injectable()
 export class OutboxService implements OnModuleInit {
+  private readonly sendChecks: SendCheck[] = [];
+
   constructor(
     private readonly config: AppConfig,
     private readonly deliveries: OutboundDeliveryRepository,
@@ -37,6 +55,20 @@ export class OutboxService implements OnModuleInit {
   onModuleInit(): void {
     this.mailHooks.provideDeliveries((ids) => this.deliveriesOf(ids));
     this.mailHooks.onInboundStored((manager, stored, parsed) => this.noteBounce(manager, stored, parsed));
+  }
+
+  /** Adds a check that every send attempt must pass (see SendCheck). */
+  checkBeforeSend(check: SendCheck): void {
+    this.sendChecks.push(check);
+  }
+
+  /** The first refusal of the registered checks for this message, or undefined when it may leave. */
+  async refusalOf(message: MessageEntity, requestId: string | null): Promise<SendRefusal | undefined> {
+    for (const check of this.sendChecks) {
+      const refusal = await check(message, requestId);
+      if (refusal) return refusal;
+    }
+    return undefined;
   }
 
   /**
@@ -57,6 +89,7 @@ export class OutboxService implements OnModuleInit {
       lastAttemptAt: null,
       response: null,
       error: null,
+      reason: null,
       claimedBy: null,
       leaseExpiresAt: null,
       updatedAt: now,
@@ -104,6 +137,7 @@ export class OutboxService implements OnModuleInit {
         queuedAt: now,
         nextAttemptAt: now,
         error: null,
+        reason: null,
         response: null,
         updatedAt: now,
       };
@@ -132,11 +166,7 @@ export class OutboxService implements OnModuleInit {
    * the message over after the lease lapsed, or a bounce arrived, and their record stands).
    * Returns the status recorded, or undefined when the claim was lost.
    */
-  async recordOutcome(
-    replicaId: string,
-    messageId: string,
-    outcome: AttemptOutcome,
-  ): Promise<DeliveryStatus | undefined> {
+  async recordOutcome(replicaId: string, messageId: string, outcome: SendOutcome): Promise<DeliveryStatus | undefined> {
     return this.dataSource.transaction(async (manager) => {
       const held = await this.deliveries.lockClaim(manager, messageId, replicaId);
       if (!held) return undefined;
@@ -146,7 +176,9 @@ export class OutboxService implements OnModuleInit {
       if (outcome.kind === 'sent') {
         changes = { ...released, status: 'sent', response: outcome.response, error: null, nextAttemptAt: null };
       } else if (outcome.kind === 'permanent') {
-        changes = { ...released, status: 'failed', error: outcome.error, nextAttemptAt: null };
+        changes = { ...released, status: 'failed', error: outcome.error, reason: 'relay_refused', nextAttemptAt: null };
+      } else if (outcome.kind === 'refused') {
+        changes = { ...released, status: 'failed', error: outcome.error, reason: outcome.reason, nextAttemptAt: null };
       } else {
         const next = afterTemporaryFailure(delivery, now, {
           baseMs: this.config.smtpRetryBaseMs,
@@ -159,6 +191,7 @@ export class OutboxService implements OnModuleInit {
                 ...released,
                 status: 'failed',
                 error: `${outcome.error} (no more retries after ${delivery.attempts} attempts)`,
+                reason: 'retries_exhausted',
                 nextAttemptAt: null,
               };
       }
@@ -183,6 +216,7 @@ export class OutboxService implements OnModuleInit {
       await this.deliveries.update(manager, delivery.messageId, {
         status: 'bounced',
         error: bounceText(report),
+        reason: null,
         nextAttemptAt: null,
         claimedBy: null,
         leaseExpiresAt: null,

@@ -43,7 +43,7 @@ export class OutboxWorker implements DueWork {
   ) {
     this.attempts = new Counter({
       name: 'alcarta_outbox_send_attempts_total',
-      help: 'Delivery attempts to the outbound relay by this process, by outcome (sent, temporary, permanent, lost_claim).',
+      help: 'Delivery attempts to the outbound relay by this process, by outcome (sent, temporary, permanent, refused, lost_claim).',
       labelNames: ['outcome'],
       registers: [metrics.registry],
     });
@@ -70,7 +70,7 @@ export class OutboxWorker implements DueWork {
 
   private launch({ delivery }: ClaimedDelivery): void {
     const id = delivery.messageId;
-    const sending = this.send(id, delivery.message!)
+    const sending = this.send(id, delivery.message!, delivery.requestId)
       .catch((err: Error) => {
         // The outcome could not be recorded (database trouble): the lease lapses and some replica
         // sends the message again.
@@ -83,8 +83,12 @@ export class OutboxWorker implements DueWork {
     this.inFlight.set(id, sending);
   }
 
-  private async send(messageId: string, message: NonNullable<ClaimedDelivery['delivery']['message']>): Promise<void> {
-    const outcome = await this.relay.send(message);
+  private async send(
+    messageId: string,
+    message: NonNullable<ClaimedDelivery['delivery']['message']>,
+    requestId: string | null,
+  ): Promise<void> {
+    const outcome = (await this.outbox.refusalOf(message, requestId)) ?? (await this.relay.send(message));
     const recorded = await this.outbox.recordOutcome(this.replicaId, messageId, outcome);
     this.attempts.inc({ outcome: recorded === undefined ? 'lost_claim' : outcome.kind });
     this.logger.log({

@@ -6,7 +6,7 @@ import { MailboxAccess } from '../auth/caller';
 import { AccessEndReason, LAPSE_REASON_SQL, TOKEN_LAPSED_SQL } from '../auth/credential-revocation';
 import { DeliveryEventPayload, RequestEventPayload } from '../events/event-log';
 import { deliveryView } from '../outbox/delivery.views';
-import { DeliveryStatus } from '../outbox/outbound-delivery.entity';
+import { DeliveryFailure, DeliveryStatus } from '../outbox/outbound-delivery.entity';
 import { MessageAuthentication } from '../mail/message-authentication';
 import { latestDeliveryEvent, latestRequestEvent } from './pruned-events';
 import { MessageRow, RequestRow } from './waiters';
@@ -100,13 +100,14 @@ export class WaitRepository {
         next_attempt_at: Date | null;
         response: string | null;
         error: string | null;
+        reason: DeliveryFailure | null;
         delivery_updated_at: Date | null;
         delivery_payload: DeliveryEventPayload | null;
       }>
     >(
       `SELECT r.id, r.state, r.created_at, r.decided_at, e.payload,
               d.mailbox_id AS delivery_mailbox_id, d.message_id AS delivery_message_id,
-              d.status AS delivery_status, d.attempts, d.last_attempt_at, d.next_attempt_at, d.response, d.error,
+              d.status AS delivery_status, d.attempts, d.last_attempt_at, d.next_attempt_at, d.response, d.error, d.reason,
               d.updated_at AS delivery_updated_at, de.payload AS delivery_payload
          FROM approval_requests r
          LEFT JOIN LATERAL (SELECT payload FROM events
@@ -139,6 +140,7 @@ export class WaitRepository {
               nextAttemptAt: r.next_attempt_at,
               response: r.response,
               error: r.error,
+              reason: r.reason,
             }),
       latestDelivery:
         r.delivery_status === null

@@ -75,7 +75,15 @@ describe('approval by email', () => {
     // The link's path on this server (ALCARTA_PUBLIC_URL is this server).
     return new URL(mail.link).pathname;
   };
+  /**
+   * GET `path`, or POST `form` to it as the page's own form does: with the `content_sha256` the page
+   * shows, unless the form says otherwise (a page of a used or unknown link shows none).
+   */
   const page = async (path: string, form?: Record<string, string>) => {
+    if (form && !('content_sha256' in form)) {
+      const shown = /name="content_sha256" value="([0-9a-f]{64})"/.exec((await page(path)).html)?.[1];
+      if (shown) form = { ...form, content_sha256: shown };
+    }
     const res = await fetch(server.url + path, {
       method: form ? 'POST' : 'GET',
       redirect: 'manual',

@@ -8,7 +8,17 @@ import { waitFor } from '../support/wait-for';
 
 const DAY_MS = 24 * 3600 * 1000;
 const EVENT_FIELDS = ['changed_at', 'previous_state', 'request_id', 'state', 'type'];
-const REQUEST_FIELDS = ['created_at', 'details', 'expires_at', 'kind', 'mailbox_id', 'request_id', 'state', 'title'];
+const REQUEST_FIELDS = [
+  'content_sha256',
+  'created_at',
+  'details',
+  'expires_at',
+  'kind',
+  'mailbox_id',
+  'request_id',
+  'state',
+  'title',
+];
 
 /** A request as get_request and the REST API show it: every field is a string (SPEC §3.1). */
 type RequestView = Record<string, string>;
@@ -231,7 +241,7 @@ describe('approval requests', () => {
         text: 'It ships tomorrow.',
         html: '<p>It ships tomorrow.</p>',
       });
-      assert.deepEqual(Object.keys(created).sort(), ['expires_at', 'request_id', 'state']);
+      assert.deepEqual(Object.keys(created).sort(), ['expires_at', 'request_id', 'sanitized', 'state']);
       assert.match(created.request_id, /^chk_/);
       assert.equal(created.state, 'pending');
       assert.equal((await getRequest(created.request_id)).kind, 'send_email');

@@ -323,10 +323,10 @@ describe('console pages', () => {
     assert.equal((await post('reason=forged&_csrf=short')).status, 403);
     assert.equal((await callOk(agent, 'get_request', { request_id: approvalRequest })).state, 'pending');
 
-    const token = await page
-      .goto(url(`/console/requests/${approvalRequest}`))
-      .then(() => page.locator('input[name="_csrf"]').first().getAttribute('value'));
-    const accepted = await post(`reason=real&_csrf=${encodeURIComponent(token!)}`);
+    await page.goto(url(`/console/requests/${approvalRequest}`));
+    const token = await page.locator('input[name="_csrf"]').first().getAttribute('value');
+    const shown = await page.locator('input[name="content_sha256"]').getAttribute('value');
+    const accepted = await post(`reason=real&_csrf=${encodeURIComponent(token!)}&content_sha256=${shown}`);
     assert.equal(accepted.status, 303);
     assert.equal((await callOk(agent, 'get_request', { request_id: approvalRequest })).state, 'rejected');
 

@@ -27,7 +27,11 @@ export class ApprovalTools implements ToolProvider {
           'returns a pending approval request (chk_…). Once a person approves it, the message is sent and recorded ' +
           'in the mailbox as outbound; if they reject it, or nobody decides before it expires, nothing is sent. ' +
           'Wait for the decision with monitor_approval (or email_await) instead of polling get_request. To reply ' +
-          'to a message, pass its id as in_reply_to_message_id so the reply joins the thread.',
+          'to a message, pass its id as in_reply_to_message_id so the reply joins the thread. The HTML body is ' +
+          'sanitized before the request is made, and the sanitized draft is what the person sees and what is sent: ' +
+          'no scripts, event handlers, styles or forms, and no remote or relative images or other resources ' +
+          '(inline data:image/ images are kept). The result\'s "sanitized" counts what was removed; ' +
+          '"content_sha256" identifies the exact content a person approves.',
         input: z
           .object({
             mailbox_id: z.string().min(1).describe('Mailbox to send from (mbx_…).'),
