@@ -57,10 +57,14 @@ describe('JWKS fetch failures (AccessTokenVerifier)', () => {
     assert.equal(jwks.requests - before, fetched, 'no fetch while the failure is remembered');
 
     recover();
-    const verified = await waitFor('the key to verify after the backoff', () => verifier.verify(jwt).catch(() => null), {
-      timeoutMs: BACKOFF_MS + 10_000,
-      intervalMs: 100,
-    });
+    const verified = await waitFor(
+      'the key to verify after the backoff',
+      () => verifier.verify(jwt).catch(() => null),
+      {
+        timeoutMs: BACKOFF_MS + 10_000,
+        intervalMs: 100,
+      },
+    );
     assert.equal(verified.payload.sub, 'agent-7');
   }
 

@@ -27,9 +27,12 @@ describe('JWT time claims', () => {
 
   const now = () => Math.floor(Date.now() / 1000);
   const stored = async (subject: string) =>
-    (await server.db.query<StoredPrincipal>('SELECT scopes, claims_issued_at, updated_at FROM principals WHERE subject = $1', [
-      subject,
-    ]))[0];
+    (
+      await server.db.query<StoredPrincipal>(
+        'SELECT scopes, claims_issued_at, updated_at FROM principals WHERE subject = $1',
+        [subject],
+      )
+    )[0];
 
   async function assertRefused(jwt: string): Promise<void> {
     const rest = await fetch(`${server.url}/v1/requests`, { headers: { authorization: `Bearer ${jwt}` } });
@@ -89,7 +92,11 @@ describe('JWT time claims', () => {
     const old = await withScope('mail:read', 100);
     assert.equal((await rawMcp(server.url, await withScope('mail:read approvals:read', 10), LIST_TOOLS)).status, 200);
     assert.equal((await rawMcp(server.url, old, LIST_TOOLS)).status, 200);
-    assert.deepEqual([...(await stored(sub)).scopes].sort(), ['approvals:read', 'mail:read'], 'an older token changes nothing');
+    assert.deepEqual(
+      [...(await stored(sub)).scopes].sort(),
+      ['approvals:read', 'mail:read'],
+      'an older token changes nothing',
+    );
 
     // The provider took approvals:read away again: the newest token has the old token's claims.
     assert.equal((await rawMcp(server.url, await withScope('mail:read', 0), LIST_TOOLS)).status, 200);
@@ -97,7 +104,12 @@ describe('JWT time claims', () => {
   });
 
   it('accepts an iat and nbf within the skew (a provider clock slightly ahead) and a day-long token', async () => {
-    const jwt = await idp.signAccessToken({ sub: 'clock-ahead', iat: now() + 30, nbf: now() + 30, exp: now() + 86_400 });
+    const jwt = await idp.signAccessToken({
+      sub: 'clock-ahead',
+      iat: now() + 30,
+      nbf: now() + 30,
+      exp: now() + 86_400,
+    });
     const res = await rawMcp(server.url, jwt, LIST_TOOLS);
     assert.equal(res.status, 200, res.text);
   });
