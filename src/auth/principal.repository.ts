@@ -24,20 +24,30 @@ export type PrincipalSelector = { ids: readonly string[] } | { grantPrincipal: s
 export class PrincipalRepository {
   /**
    * Records the principal, or its changed claims when they come from a newer token than the stored
-   * ones (a client alternating between an old and a new token cannot flip them back).
+   * ones (a client alternating between an old and a new token cannot flip them back). True when the
+   * stored claims are now these (written, or already the same); false when a newer token's differ.
    */
-  async upsert(manager: EntityManager, p: PrincipalClaimsRecord): Promise<void> {
-    await manager.query(
-      `INSERT INTO principals (id, issuer, subject, client_id, groups, scopes, email, claims_issued_at)
-       VALUES ($1, $2, $3, $4, $5::text[], $6::text[], $7, $8)
-       ON CONFLICT (id) DO UPDATE
-          SET client_id = EXCLUDED.client_id, groups = EXCLUDED.groups, scopes = EXCLUDED.scopes,
-              email = EXCLUDED.email, claims_issued_at = EXCLUDED.claims_issued_at, updated_at = now()
-        WHERE principals.claims_issued_at < EXCLUDED.claims_issued_at
-          AND (principals.client_id, principals.groups, principals.scopes, principals.email)
-              IS DISTINCT FROM (EXCLUDED.client_id, EXCLUDED.groups, EXCLUDED.scopes, EXCLUDED.email)`,
+  async upsert(manager: EntityManager, p: PrincipalClaimsRecord): Promise<boolean> {
+    const [row] = await manager.query<Array<{ current: boolean }>>(
+      `WITH written AS (
+         INSERT INTO principals (id, issuer, subject, client_id, groups, scopes, email, claims_issued_at)
+         VALUES ($1, $2, $3, $4, $5::text[], $6::text[], $7, $8)
+         ON CONFLICT (id) DO UPDATE
+            SET client_id = EXCLUDED.client_id, groups = EXCLUDED.groups, scopes = EXCLUDED.scopes,
+                email = EXCLUDED.email, claims_issued_at = EXCLUDED.claims_issued_at, updated_at = now()
+          WHERE principals.claims_issued_at < EXCLUDED.claims_issued_at
+            AND (principals.client_id, principals.groups, principals.scopes, principals.email)
+                IS DISTINCT FROM (EXCLUDED.client_id, EXCLUDED.groups, EXCLUDED.scopes, EXCLUDED.email)
+         RETURNING 1
+       )
+       SELECT EXISTS (SELECT 1 FROM written)
+           OR EXISTS (SELECT 1 FROM principals
+                       WHERE id = $1
+                         AND (client_id, groups, scopes, email) IS NOT DISTINCT FROM ($4, $5::text[], $6::text[], $7))
+           AS current`,
       [p.id, p.issuer, p.subject, p.clientId, [...p.groups], [...p.scopes], p.email, p.issuedAt],
     );
+    return row.current;
   }
 
   /**

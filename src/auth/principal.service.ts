@@ -28,15 +28,21 @@ export class PrincipalService {
 
   /**
    * Records the principal's claims, so that any replica can act for what it stores. A write only
-   * when this process has not recorded these same claims yet: a steady agent costs nothing.
+   * when this process has not seen the database hold these same claims yet: a steady agent costs
+   * nothing. Claims the database kept out (a newer token's differ) are not remembered, so the next
+   * token with them is written, not skipped.
    */
   async record(claims: PrincipalClaimsRecord): Promise<void> {
     const fingerprint = JSON.stringify([claims.clientId, claims.groups, claims.scopes, claims.email]);
     if (this.recorded.get(claims.id) === fingerprint) return;
+    let current = false;
     await this.dataSource.transaction((manager) =>
-      this.changeAccess(manager, { ids: [claims.id] }, () => this.principals.upsert(manager, claims)),
+      this.changeAccess(manager, { ids: [claims.id] }, async () => {
+        current = await this.principals.upsert(manager, claims);
+      }),
     );
     this.recorded.delete(claims.id);
+    if (!current) return;
     this.recorded.set(claims.id, fingerprint);
     if (this.recorded.size > REMEMBERED_PRINCIPALS) this.recorded.delete(this.recorded.keys().next().value!);
   }

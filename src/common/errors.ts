@@ -4,7 +4,14 @@
  * tool results, so a rule is written once and answers the same on both surfaces.
  */
 export type ErrorCode =
-  'invalid_request' | 'not_found' | 'conflict' | 'limit_exceeded' | 'forbidden' | 'unauthorized' | 'unavailable';
+  | 'invalid_request'
+  | 'not_found'
+  | 'conflict'
+  | 'limit_exceeded'
+  | 'forbidden'
+  | 'unauthorized'
+  | 'unavailable'
+  | 'identity_provider_unavailable';
 
 export class AlcartaError extends Error {
   constructor(
@@ -43,4 +50,18 @@ export function notFound(
 
 export function conflict(reason: string, message: string, details: Record<string, unknown> = {}): AlcartaError {
   return new AlcartaError('conflict', reason, message, details);
+}
+
+/**
+ * JWTs cannot be checked because the identity provider's metadata or key set could not be fetched
+ * (lately): the caller should retry after `retryAfterSeconds`, with the same token. Its own code, not
+ * `unavailable`, because the cause lies outside this server and a client may tell its user so.
+ */
+export function identityProviderUnavailable(retryAfterSeconds: number): AlcartaError {
+  return new AlcartaError(
+    'identity_provider_unavailable',
+    'identity_provider_unavailable',
+    'The identity provider cannot be reached to check this access token; retry later.',
+    { retry_after_seconds: retryAfterSeconds },
+  );
 }

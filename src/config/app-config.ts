@@ -64,6 +64,10 @@ export class AppConfig {
         scopePrefix: string;
         allowAdmin: boolean;
         groupsClaim: string;
+        /** How long a failed fetch from the issuer is remembered. */
+        failureBackoffMs: number;
+        /** The furthest a token's `exp` may lie ahead of now. */
+        maxTokenLifetimeSeconds: number;
       }
     | undefined;
 
@@ -131,6 +135,8 @@ export class AppConfig {
           scopePrefix: env.ALCARTA_OAUTH_SCOPE_PREFIX,
           allowAdmin: env.ALCARTA_OAUTH_ALLOW_ADMIN === 'true',
           groupsClaim: env.ALCARTA_OAUTH_GROUPS_CLAIM,
+          failureBackoffMs: env.ALCARTA_OAUTH_FAILURE_BACKOFF_SECONDS * 1000,
+          maxTokenLifetimeSeconds: env.ALCARTA_OAUTH_MAX_TOKEN_LIFETIME_SECONDS,
         }
       : undefined;
     this.consoleOidc =

@@ -301,6 +301,23 @@ export class Environment {
   @IsString()
   ALCARTA_OAUTH_GROUPS_CLAIM: string = 'groups';
 
+  /**
+   * Seconds a failed fetch of the issuer's metadata or key set is remembered: meanwhile JWTs that
+   * need a fetch are answered 503 at once, and the issuer is not asked again.
+   */
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(3600)
+  ALCARTA_OAUTH_FAILURE_BACKOFF_SECONDS: number = 30;
+
+  /** How far in the future a JWT's `exp` may lie; a token valid for longer is refused. */
+  @Type(() => Number)
+  @IsInt()
+  @Min(300)
+  @Max(366 * 24 * 3600)
+  ALCARTA_OAUTH_MAX_TOKEN_LIFETIME_SECONDS: number = 24 * 3600;
+
   /** The approver console's OpenID Connect client at ALCARTA_OAUTH_ISSUER (SPEC 11); unset: token sign-in. */
   @Transform(emptyToUndefined)
   @IsOptional()

@@ -1,7 +1,9 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { timingSafeEqual } from 'node:crypto';
 import type * as OpenIdClient from 'openid-client' with { 'resolution-mode': 'import' };
+import { Caller } from '../auth/caller';
 import { OAuthAuthenticator } from '../auth/oauth/oauth-authenticator.service';
+import { AlcartaError } from '../common/errors';
 import { AppConfig } from '../config/app-config';
 import { ConsoleSessionService } from './console-session.service';
 
@@ -20,6 +22,8 @@ export type OidcProblem =
   | 'refused_at_provider'
   /** The code could not be exchanged, or the access token is not one Alcarta accepts. */
   | 'exchange_failed'
+  /** The access token could not be checked: the provider's metadata or keys cannot be fetched now. */
+  | 'provider_unavailable'
   /** The person may not decide: approvals:decide is neither in the token nor in the default scopes. */
   | 'missing_scope';
 
@@ -123,7 +127,15 @@ export class ConsoleOidcService {
       this.logger.warn(`code exchange failed: ${err instanceof Error ? err.message : String(err)}`);
       return { ok: false, problem: 'exchange_failed' };
     }
-    const caller = await this.oauth.authenticate(accessToken);
+    let caller: Caller | null;
+    try {
+      caller = await this.oauth.authenticate(accessToken);
+    } catch (err) {
+      if (err instanceof AlcartaError && err.code === 'identity_provider_unavailable') {
+        return { ok: false, problem: 'provider_unavailable' };
+      }
+      throw err;
+    }
     if (!caller) {
       this.logger.warn('the access token of a console sign-in was not accepted (audience, issuer or key)');
       return { ok: false, problem: 'exchange_failed' };

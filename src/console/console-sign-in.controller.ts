@@ -51,11 +51,18 @@ const OIDC_PROBLEMS: Record<OidcProblem, { title: string; text: string }> = {
     title: 'Sign-in failed',
     text: 'The identity provider’s answer could not be turned into a session for Alcarta. Try again; if it keeps failing, tell the administrator (the server log says why).',
   },
+  provider_unavailable: {
+    title: 'The identity provider is unavailable',
+    text: 'You signed in at the identity provider, but Alcarta cannot reach it right now to check the sign-in. Try again in a minute; if it keeps failing, tell the administrator.',
+  },
   missing_scope: {
     title: 'You may not decide approvals',
     text: 'You signed in, but your account does not have the approvals:decide scope for Alcarta. Ask the administrator of the identity provider to give it to you.',
   },
 };
+
+/** The status of a callback page that ends without a session; any other problem is a 400. */
+const OIDC_PROBLEM_STATUS: Partial<Record<OidcProblem, number>> = { missing_scope: 403, provider_unavailable: 503 };
 
 /**
  * Sign-in by OpenID Connect (when configured) or by pasting a token, and sign-out. With OpenID
@@ -129,7 +136,7 @@ export class ConsoleSignInController {
       const problem = OIDC_PROBLEMS[result.problem];
       const text = result.providerError ? `${problem.text} (${result.providerError}).` : problem.text;
       res
-        .status(result.problem === 'missing_scope' ? 403 : 400)
+        .status(OIDC_PROBLEM_STATUS[result.problem] ?? 400)
         .type('html')
         .send(this.views.render('message', { title: problem.title, text, signIn: true }));
       return;

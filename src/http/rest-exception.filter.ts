@@ -15,9 +15,10 @@ const STATUS: Record<ErrorCode, HttpStatus> = {
   conflict: HttpStatus.CONFLICT,
   limit_exceeded: HttpStatus.TOO_MANY_REQUESTS,
   unavailable: HttpStatus.SERVICE_UNAVAILABLE,
+  identity_provider_unavailable: HttpStatus.SERVICE_UNAVAILABLE,
 };
 
-/** Seconds a client should wait before retrying a 503 (database outage, draining). */
+/** Seconds a client should wait before retrying a 503 (database outage, draining) that names no other time. */
 export const RETRY_AFTER_SECONDS = 5;
 
 /** JSON-RPC error codes for HTTP-level refusals of /mcp: the body stays JSON-RPC (SPEC 8a). */
@@ -52,7 +53,8 @@ export class RestExceptionFilter implements ExceptionFilter {
     if (status === HttpStatus.FORBIDDEN && body.reason === 'missing_scope' && Array.isArray(body.required_scopes)) {
       res.setHeader('WWW-Authenticate', insufficientScopeChallenge(this.config, body.required_scopes.map(String)));
     }
-    if (status === HttpStatus.SERVICE_UNAVAILABLE) res.setHeader('Retry-After', String(RETRY_AFTER_SECONDS));
+    if (status === HttpStatus.SERVICE_UNAVAILABLE)
+      res.setHeader('Retry-After', String(Number(body.retry_after_seconds ?? RETRY_AFTER_SECONDS)));
     if (status === HttpStatus.TOO_MANY_REQUESTS)
       res.setHeader('Retry-After', String(Number(body.retry_after_seconds ?? 1)));
     if (

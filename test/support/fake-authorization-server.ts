@@ -19,21 +19,39 @@ export async function signingKey(kid: string): Promise<SigningKey> {
   };
 }
 
-/** Issuer metadata and a JWKS on loopback; `keys` is what the JWKS serves, `down` makes it fail. */
+/**
+ * How the whole server misbehaves: `hang` accepts every request and never answers, `garbage`
+ * answers every path 200 with a body that is not JSON.
+ */
+export type AuthorizationServerFailure = 'hang' | 'garbage';
+
+/**
+ * Issuer metadata and a JWKS on loopback; `keys` is what the JWKS serves, `down` makes the JWKS
+ * answer 503, `failure` makes every path fail. `requests` counts every request received.
+ */
 export class FakeAuthorizationServer {
   keys: SigningKey[] = [];
   down = false;
+  failure: AuthorizationServerFailure | undefined;
   jwksRequests = 0;
+  requests = 0;
   private server: Server | undefined;
   issuer = '';
 
   async start(): Promise<void> {
     this.server = createServer((req, res) => {
+      this.requests++;
+      if (req.url === '/jwks') this.jwksRequests++;
+      if (this.failure === 'hang') return;
+      if (this.failure === 'garbage') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end('<html>Service temporarily unavailable</html>');
+        return;
+      }
       if (req.url === '/.well-known/oauth-authorization-server') {
         res.writeHead(200, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ issuer: this.issuer, jwks_uri: `${this.issuer}/jwks` }));
       } else if (req.url === '/jwks') {
-        this.jwksRequests++;
         if (this.down) {
           res.writeHead(503).end();
           return;
@@ -49,6 +67,8 @@ export class FakeAuthorizationServer {
   }
 
   async stop(): Promise<void> {
-    await new Promise<void>((resolve) => this.server?.close(() => resolve()));
+    const closed = new Promise<void>((resolve) => this.server?.close(() => resolve()) ?? resolve());
+    this.server?.closeAllConnections();
+    await closed;
   }
 }

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http';
 import { AddressInfo } from 'node:net';
-import { exportJWK, generateKeyPair } from 'jose';
+import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 
 /**
  * A real OpenID provider for tests: `oidc-provider` in this process on a free loopback port, with
@@ -62,6 +62,18 @@ export interface IdentityProvider {
    * and consent interaction, and returns the authorization code the redirect URI receives.
    */
   signIn(authorizationUrl: URL, accountId: string): Promise<string>;
+  /**
+   * The same walk through the provider for any client: returns the URL the provider finally sends
+   * the browser to (starting with `redirectUri`, carrying `code` and `state`), without visiting it.
+   */
+  authorize(authorizationUrl: URL, accountId: string, redirectUri: string): Promise<URL>;
+  /**
+   * A JWT access token signed with the provider's own key, shaped as the test says (for tokens the
+   * provider refuses to issue, e.g. without `exp`). `claims` are merged over those of an `agent`
+   * client-credentials token (iss, aud, sub, client_id, scope, iat, exp); an `undefined` leaves
+   * the claim out.
+   */
+  signAccessToken(claims?: Record<string, unknown>): Promise<string>;
   /** An access token of `accountId` through the whole authorization-code flow with PKCE. */
   personToken(accountId: string): Promise<string>;
   /**
@@ -91,6 +103,7 @@ export async function startIdentityProvider({
     errors: { InvalidTarget: new () => Error };
   };
   const { privateKey } = await generateKeyPair('RS256', { extractable: true });
+  const KEY_ID = 'test-idp-key';
   const clientScopes: Record<string, string> = {
     [AGENT_CLIENT.clientId]: AGENT_CLIENT.scope,
     [PERSON_CLIENT.clientId]: PERSON_CLIENT.scope,
@@ -134,7 +147,7 @@ export async function startIdentityProvider({
     ],
     // The `email` scope of OpenID Connect, which the console asks for.
     claims: { email: ['email'] },
-    jwks: { keys: [{ ...(await exportJWK(privateKey)), kid: 'test-idp-key', alg: 'RS256', use: 'sig' }] },
+    jwks: { keys: [{ ...(await exportJWK(privateKey)), kid: KEY_ID, alg: 'RS256', use: 'sig' }] },
     // Explicit lifetimes (seconds): the defaults work but print a notice each.
     ttl: { AccessToken: 600, ClientCredentials: 600, Grant: 600, IdToken: 600, Interaction: 600, Session: 600 },
     findAccount: (_ctx: unknown, sub: string) =>
@@ -221,6 +234,13 @@ export async function startIdentityProvider({
   });
 
   async function signIn(authorizationUrl: URL, accountId: string): Promise<string> {
+    const redirect = await authorize(authorizationUrl, accountId, PERSON_CLIENT.redirectUri);
+    const code = redirect.searchParams.get('code');
+    if (!code) throw new Error(`sign-in refused: ${redirect.search}`);
+    return code;
+  }
+
+  async function authorize(authorizationUrl: URL, accountId: string, redirectUri: string): Promise<URL> {
     const cookies = new Map<string, string>();
     let url = authorizationUrl;
     for (let hop = 0; hop < 10; hop++) {
@@ -240,11 +260,7 @@ export async function startIdentityProvider({
       if (!location) throw new Error(`sign-in stopped at ${url.href}: ${res.status} ${await res.text()}`);
       await res.body?.cancel();
       url = new URL(location, url);
-      if (url.href.startsWith(PERSON_CLIENT.redirectUri)) {
-        const code = url.searchParams.get('code');
-        if (!code) throw new Error(`sign-in refused: ${url.search}`);
-        return code;
-      }
+      if (url.href.startsWith(redirectUri)) return url;
     }
     throw new Error('sign-in did not reach the redirect URI in 10 redirects');
   }
@@ -273,6 +289,21 @@ export async function startIdentityProvider({
     issuer,
     requests,
     signIn,
+    authorize,
+    signAccessToken: (claims = {}) => {
+      const now = Math.floor(Date.now() / 1000);
+      const payload = {
+        iss: issuer,
+        aud: resource,
+        sub: AGENT_CLIENT.clientId,
+        client_id: AGENT_CLIENT.clientId,
+        scope: AGENT_CLIENT.scope,
+        iat: now,
+        exp: now + 600,
+        ...claims,
+      };
+      return new SignJWT(payload).setProtectedHeader({ alg: 'RS256', kid: KEY_ID, typ: 'at+jwt' }).sign(privateKey);
+    },
     clientCredentialsToken: (scope = AGENT_CLIENT.scope) =>
       tokenRequest(
         { grant_type: 'client_credentials', scope },

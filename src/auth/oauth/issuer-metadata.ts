@@ -2,6 +2,30 @@
 export const OAUTH_FETCH_TIMEOUT_MS = 5000;
 
 /**
+ * GETs a JSON document from the identity provider: redirects, any status but 2xx, a body that is
+ * not JSON and no complete answer within OAUTH_FETCH_TIMEOUT_MS are failures.
+ */
+export async function fetchJson(url: URL | string): Promise<unknown> {
+  const response = await fetch(url, {
+    signal: AbortSignal.timeout(OAUTH_FETCH_TIMEOUT_MS),
+    redirect: 'error',
+    headers: { accept: 'application/json' },
+  });
+  if (!response.ok) {
+    await response.body?.cancel();
+    throw new Error(`HTTP ${response.status}`);
+  }
+  return response.json();
+}
+
+/** What went wrong in a fetch, for the log: the error and, for a network error, its cause. */
+export function fetchFailure(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const cause = err.cause instanceof Error ? `: ${err.cause.message}` : '';
+  return `${err.message}${cause}`;
+}
+
+/**
  * Finds the issuer's `jwks_uri`: RFC 8414 metadata first, then OpenID Connect discovery. The
  * metadata must name the same issuer (RFC 8414 §3.3), so a proxy or typo cannot swap key sets.
  */
@@ -11,14 +35,9 @@ export async function discoverJwksUri(issuer: string): Promise<URL> {
   const failures: string[] = [];
   for (const url of candidates) {
     try {
-      const response = await fetch(url, { signal: AbortSignal.timeout(OAUTH_FETCH_TIMEOUT_MS), redirect: 'error' });
-      if (!response.ok) {
-        failures.push(`${url}: HTTP ${response.status}`);
-        continue;
-      }
-      const metadata = (await response.json()) as { issuer?: unknown; jwks_uri?: unknown };
-      if (metadata.issuer !== issuer) {
-        failures.push(`${url}: names issuer ${JSON.stringify(metadata.issuer)}`);
+      const metadata = (await fetchJson(url)) as { issuer?: unknown; jwks_uri?: unknown } | null;
+      if (metadata?.issuer !== issuer) {
+        failures.push(`${url}: names issuer ${JSON.stringify(metadata?.issuer)}`);
         continue;
       }
       if (typeof metadata.jwks_uri !== 'string') {
@@ -27,7 +46,7 @@ export async function discoverJwksUri(issuer: string): Promise<URL> {
       }
       return new URL(metadata.jwks_uri);
     } catch (err) {
-      failures.push(`${url}: ${(err as Error).message}`);
+      failures.push(`${url}: ${fetchFailure(err)}`);
     }
   }
   throw new Error(`No usable metadata for the OAuth issuer ${issuer} (${failures.join('; ')}).`);

@@ -27,7 +27,10 @@ export class OAuthAuthenticator {
     return this.verifier !== undefined;
   }
 
-  /** The caller for a valid access token; null for anything else (or when OAuth is not configured). */
+  /**
+   * The caller for a valid access token; null for anything else (or when OAuth is not configured).
+   * Throws identity_provider_unavailable when the issuer's keys cannot be had to check the token.
+   */
   async authenticate(token: string): Promise<Caller | null> {
     const oauth = this.config.oauth;
     if (!this.verifier || !oauth) return null;
