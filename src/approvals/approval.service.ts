@@ -13,6 +13,7 @@ import { OutboxService } from '../outbox/outbox.service';
 import { ApprovalRequestEntity, EmailDraft, RequestKind, RequestState } from './approval-request.entity';
 import { ApprovalRequestRepository, RequestListFilter } from './approval-request.repository';
 import { createdRequestView, requestView } from './request.views';
+import { SeparationOfDuties } from './separation-of-duties';
 
 export const DEFAULT_EXPIRY_SECONDS = 24 * 3600;
 export const MAX_EXPIRY_SECONDS = 7 * 24 * 3600;
@@ -64,6 +65,7 @@ export class ApprovalService {
     private readonly messages: MessageService,
     private readonly outbox: OutboxService,
     private readonly eventLog: EventLog,
+    private readonly separation: SeparationOfDuties,
   ) {}
 
   /** Lets another module act on every new request without approvals depending on it. */
@@ -104,10 +106,17 @@ export class ApprovalService {
     return this.view(await this.current(caller, requestId));
   }
 
-  /** The request as `get` shows it, with the credential that asked for it (the console names it). */
+  /**
+   * The request as `get` shows it, with the credential that asked for it (the console names it) and
+   * whether that is `caller` itself (then the console offers no decision).
+   */
   async getWithRequester(caller: Caller, requestId: string) {
     const request = await this.current(caller, requestId);
-    return { ...(await this.view(request)), created_by: request.createdBy };
+    return {
+      ...(await this.view(request)),
+      created_by: request.createdBy,
+      requested_by_caller: await this.separation.speaksForRequester(caller, request),
+    };
   }
 
   async list(caller: Caller, filter: RequestFilter) {
@@ -123,15 +132,20 @@ export class ApprovalService {
     return { requests: rows.map((r) => ({ ...requestView(r, deliveries.get(r.id)), created_by: r.createdBy })) };
   }
 
+  /** Withdrawing a request is not a decision about it: the credential that asked may cancel it. */
   cancel(caller: Caller, requestId: string) {
     return this.decide(caller, requestId, 'cancelled', null);
   }
 
-  /** Approve, reject or cancel a pending request; anything else is a conflict naming the state. */
+  /**
+   * Approve, reject or cancel a pending request; anything else is a conflict naming the state. The
+   * credential that asked may cancel, never approve or reject (`self_approval`).
+   */
   async decide(caller: Caller, requestId: string, decision: Decision, reason: string | null) {
     const outcome = await this.dataSource.transaction(async (manager) => {
       const request = await this.requests.lockVisible(manager, requestId, caller.mailboxAccess);
       if (!request) throw notFound('request', requestId);
+      if (decision !== 'cancelled') await this.separation.assertNotRequester(manager, caller, request);
       if (request.state === 'pending' && isOverdue(request)) {
         await this.transition(manager, request, 'expired', null, null);
         return { request, applied: false };
@@ -230,6 +244,7 @@ export class ApprovalService {
         details,
         email,
         createdBy: caller.tokenId,
+        requesterClientId: caller.principal?.clientId ?? null,
         createdAt: now,
         expiresAt: new Date(now.getTime() + expiresInSeconds * 1000),
         decidedAt: null,

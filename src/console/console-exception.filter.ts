@@ -61,6 +61,10 @@ export class ConsoleExceptionFilter implements ExceptionFilter {
       this.page(res, 404, { title: 'Not found', text: 'There is nothing here that you can see.' });
       return;
     }
+    if (error instanceof AlcartaError && error.code === 'forbidden') {
+      this.page(res, 403, { title: 'Not allowed', text: error.message });
+      return;
+    }
     if (error instanceof AlcartaError && error.code === 'invalid_request') {
       this.page(res, 400, { title: 'That did not work', text: error.message });
       return;
