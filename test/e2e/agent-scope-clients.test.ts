@@ -62,14 +62,14 @@ describe('standard MCP clients sign in with the agent scopes alone', () => {
    */
   const assertAgentOnly = async (policy: ScopePolicy, accessToken: string, ask: () => Promise<string>) => {
     const { server } = stack(policy);
-    const scopes = String(decodeJwt(accessToken).scope ?? '').split(' ');
-    assert.deepEqual(scopes.sort(), AGENT_SCOPES, `the token's scopes (${policy} provider)`);
     const requestId = await ask();
     const approve = await server.admin.withToken(accessToken).post(`/v1/requests/${requestId}/approve`, {});
     assert.equal(approve.status, 403, JSON.stringify(approve.body));
     assert.equal(approve.body.error, 'forbidden');
     const seen = await server.admin.get(`/v1/requests?mailbox_id=${stack(policy).mailboxId}`);
     assert.equal(seen.body.requests.find((r: { request_id: string }) => r.request_id === requestId)?.state, 'pending');
+    const scopes = String(decodeJwt(accessToken).scope ?? '').split(' ');
+    assert.deepEqual(scopes.sort(), AGENT_SCOPES, `the token's scopes (${policy} provider)`);
   };
   const askWith = (client: { callTool: Client['callTool'] }, policy: ScopePolicy) => async () =>
     (
@@ -99,11 +99,9 @@ describe('standard MCP clients sign in with the agent scopes alone', () => {
       if (skipReason) return t.skip(skipReason);
       const { server, idp } = stack(policy);
       const context = await browser!.newContext();
+      let authorizationUrl: URL | undefined;
       const remote = await startMcpRemote(`${server.url}/mcp`, [String(await freePort())], async (url) => {
-        assert.equal(url.origin, idp.issuer);
-        // Besides OpenID Connect's offline_access (refresh tokens), the agent scopes alone.
-        const asked = url.searchParams.get('scope')!.split(' ').filter((s) => s !== 'offline_access');
-        assert.deepEqual(asked.sort(), AGENT_SCOPES);
+        authorizationUrl = url;
         const page = await context.newPage();
         await page.goto(url.href);
         await page.getByLabel('Account').fill('alice');
@@ -112,6 +110,10 @@ describe('standard MCP clients sign in with the agent scopes alone', () => {
         await callback;
       });
       try {
+        assert.equal(authorizationUrl?.origin, idp.issuer);
+        // Besides OpenID Connect's offline_access (refresh tokens), the agent scopes alone.
+        const asked = authorizationUrl.searchParams.get('scope')!.split(' ').filter((s) => s !== 'offline_access');
+        assert.deepEqual(asked.sort(), AGENT_SCOPES);
         await assertAgentOnly(policy, await remote.accessToken(), askWith(remote.client, policy));
       } finally {
         await remote.close();
