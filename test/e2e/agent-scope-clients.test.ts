@@ -44,7 +44,11 @@ describe('standard MCP clients sign in with the agent scopes alone', () => {
   const stack = (policy: ScopePolicy) => stacks.get(policy)!;
   const start = async (policy: ScopePolicy) => {
     const appUrl = `http://127.0.0.1:${await freePort()}`;
-    const idp = await startIdentityProvider({ resource: `${appUrl}/mcp`, scopePolicy: policy, dynamicRegistration: true });
+    const idp = await startIdentityProvider({
+      resource: `${appUrl}/mcp`,
+      scopePolicy: policy,
+      dynamicRegistration: true,
+    });
     const server = await startTestServer({
       env: { PORT: new URL(appUrl).port, ALCARTA_PUBLIC_URL: appUrl, ALCARTA_OAUTH_ISSUER: idp.issuer },
     });
@@ -68,7 +72,7 @@ describe('standard MCP clients sign in with the agent scopes alone', () => {
     assert.equal(approve.body.error, 'forbidden');
     const seen = await server.admin.get(`/v1/requests?mailbox_id=${stack(policy).mailboxId}`);
     assert.equal(seen.body.requests.find((r: { request_id: string }) => r.request_id === requestId)?.state, 'pending');
-    const scopes = String(decodeJwt(accessToken).scope ?? '').split(' ');
+    const scopes = (decodeJwt<{ scope?: string }>(accessToken).scope ?? '').split(' ');
     assert.deepEqual(scopes.sort(), AGENT_SCOPES, `the token's scopes (${policy} provider)`);
   };
   const askWith = (client: { callTool: Client['callTool'] }, policy: ScopePolicy) => async () =>
@@ -112,7 +116,10 @@ describe('standard MCP clients sign in with the agent scopes alone', () => {
       try {
         assert.equal(authorizationUrl?.origin, idp.issuer);
         // Besides OpenID Connect's offline_access (refresh tokens), the agent scopes alone.
-        const asked = authorizationUrl.searchParams.get('scope')!.split(' ').filter((s) => s !== 'offline_access');
+        const asked = authorizationUrl.searchParams
+          .get('scope')!
+          .split(' ')
+          .filter((s) => s !== 'offline_access');
         assert.deepEqual(asked.sort(), AGENT_SCOPES);
         await assertAgentOnly(policy, await remote.accessToken(), askWith(remote.client, policy));
       } finally {

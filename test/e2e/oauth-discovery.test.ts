@@ -116,7 +116,11 @@ describe('OAuth discovery (RFC 9728) and bearer challenges', () => {
       const error = sent ? ', error="invalid_token"' : '';
       const rest = await fetch(`${oauthServer.url}/v1/requests`, { headers });
       assert.equal(rest.status, 401, `${what} on REST`);
-      assert.equal(rest.headers.get('www-authenticate'), `Bearer realm="alcarta", ${metadata}${error}`, `${what} on REST`);
+      assert.equal(
+        rest.headers.get('www-authenticate'),
+        `Bearer realm="alcarta", ${metadata}${error}`,
+        `${what} on REST`,
+      );
       const mcp = await rawMcp(oauthServer.url, undefined, LIST_TOOLS, headers);
       assert.equal(mcp.status, 401, `${what} on /mcp`);
       assert.equal(

@@ -44,10 +44,9 @@ describe('the credential that asked never decides', () => {
       [requestId],
     );
     assert.deepEqual(row, { state: 'pending', decided_at: null, decided_by: null }, requestId);
-    const [{ count }] = await server.db.query<{ count: string }>(
-      `SELECT count(*) FROM events WHERE request_id = $1`,
-      [requestId],
-    );
+    const [{ count }] = await server.db.query<{ count: string }>(`SELECT count(*) FROM events WHERE request_id = $1`, [
+      requestId,
+    ]);
     assert.equal(Number(count), 1, 'only the event of its creation');
   };
   const assertSelfApproval = (res: { status: number; body: any }) => {

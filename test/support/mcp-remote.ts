@@ -66,7 +66,9 @@ export async function startMcpRemote(
     await Promise.all([connected, authorizing]);
   } catch (err) {
     await close();
-    throw new Error(`mcp-remote did not connect: ${(err as Error).message}\n--- mcp-remote stderr ---\n${stderr}`);
+    throw new Error(`mcp-remote did not connect: ${(err as Error).message}\n--- mcp-remote stderr ---\n${stderr}`, {
+      cause: err,
+    });
   }
   return {
     client,
