@@ -116,7 +116,7 @@ describe('the credential that asked never decides', () => {
     assert.equal(approvers.status, 200, JSON.stringify(approvers.body));
     asker = await createToken(server.admin, {
       name: 'Agent that may decide',
-      scopes: ['approvals:read', 'approvals:decide'],
+      scopes: ['approvals:read', 'approvals:decide', 'mail:send'],
       mailboxes: [mailboxId],
     });
     askerAgent = await connectMcp(server.url, asker.secret);
@@ -156,6 +156,19 @@ describe('the credential that asked never decides', () => {
     assert.equal(approved.body.decided_by, 'alice@example.com');
     const rejected = await asToken.post(`/v1/requests/${byPrincipal}/reject`, {});
     assert.equal(rejected.status, 200, JSON.stringify(rejected.body));
+  });
+
+  it('an email the token asked to send is not sent by its own approval: no message, no delivery', async () => {
+    const { request_id: requestId } = await callOk(askerAgent, 'send_email', {
+      mailbox_id: mailboxId,
+      to: ['customer@example.org'],
+      subject: 'Your refund',
+      text: 'Approved by me.',
+    });
+    assertSelfApproval(await server.admin.withToken(asker.secret).post(`/v1/requests/${requestId}/approve`, {}));
+    await unchanged(requestId);
+    assert.deepEqual(await server.db.query(`SELECT 1 FROM messages WHERE subject = 'Your refund'`), []);
+    assert.deepEqual(await server.db.query(`SELECT 1 FROM outbound_deliveries WHERE request_id = $1`, [requestId]), []);
   });
 
   it('withdrawing is not deciding: the credential that asked may cancel its request', async () => {
