@@ -99,6 +99,13 @@ export class ApprovalLinksController {
         );
       case 'incomplete':
         return this.notice(res, 400, 'Not understood', 'This form is incomplete. Open the link again and decide.');
+      case 'self_approval':
+        return this.notice(
+          res,
+          403,
+          'You cannot decide this request',
+          'This link was mailed to an address of the requester itself (its own email, or a mailbox it reads), so it cannot approve or reject the request. Nothing was decided: another approver must decide it.',
+        );
       case 'decided':
         return this.notice(
           res,

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { ApprovalRequestEntity } from '../approvals/approval-request.entity';
 import { ApprovalService } from '../approvals/approval.service';
+import { SeparationOfDuties } from '../approvals/separation-of-duties';
 import { Caller, OPERATOR } from '../auth/caller';
 import { CredentialRepository } from '../auth/credential.repository';
 import { AlcartaError } from '../common/errors';
@@ -18,7 +19,9 @@ export type LinkRefusal =
   | { kind: 'expired' }
   | { kind: 'decided'; state: string; decidedBy: string | null }
   /** The form did not say which content it showed (`content_sha256`): not a page of ours. */
-  | { kind: 'incomplete' };
+  | { kind: 'incomplete' }
+  /** The link's address is the requester's own, or one it reads: it cannot decide (separation of duties). */
+  | { kind: 'self_approval' };
 
 export type LinkLookup = { ok: true; link: ApprovalLinkEntity; request: ApprovalRequestEntity } | LinkRefusal;
 
@@ -39,13 +42,15 @@ export class ApprovalLinksService {
     private readonly approvals: ApprovalService,
     private readonly mailboxes: MailboxService,
     private readonly credentials: CredentialRepository,
+    private readonly separation: SeparationOfDuties,
   ) {}
 
   /** `look`, plus what the approver needs to recognise the request: the mailbox and who asked. */
   async confirmation(token: string): Promise<LinkConfirmation> {
     const found = await this.look(token);
     if (!('ok' in found)) return found;
-    const { request } = found;
+    const { link, request } = found;
+    if (await this.separation.speaksForRequester(approverCaller(link), request)) return { kind: 'self_approval' };
     const [mailbox, names] = await Promise.all([
       this.mailboxes.getVisible(OPERATOR, request.mailboxId),
       this.credentials.namesOf([request.createdBy]),
@@ -89,6 +94,7 @@ export class ApprovalLinksService {
       await this.links.markRequestUsed(link.requestId);
       return { ...found, request: { ...found.request, state: decided.state, decidedBy: decided.decided_by ?? null } };
     } catch (err) {
+      if (err instanceof AlcartaError && err.reason === 'self_approval') return { kind: 'self_approval' };
       if (!(err instanceof AlcartaError) || err.reason !== 'request_not_pending') throw err;
       await this.links.markRequestUsed(link.requestId);
       const now = await this.look(token);

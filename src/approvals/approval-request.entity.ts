@@ -73,6 +73,13 @@ export class ApprovalRequestEntity {
   @Column({ name: 'created_by', type: 'text' })
   createdBy: string;
 
+  /**
+   * The OAuth client (`azp`/`client_id`) of the access token that asked; null for a static token.
+   * With `created_by` it recognises the requester when a client acts for itself (client credentials).
+   */
+  @Column({ name: 'requester_client_id', type: 'text', nullable: true })
+  requesterClientId: string | null;
+
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;
 

@@ -15,6 +15,7 @@ import { ApprovalRequestRepository, RequestListFilter } from './approval-request
 import { noneRemoved, SanitizedCounts, sanitizeDraftHtml } from './draft-sanitizer';
 import { contentOfRequest, contentSha256 } from './request-content';
 import { createdRequestView, requestView } from './request.views';
+import { SeparationOfDuties } from './separation-of-duties';
 
 export const DEFAULT_EXPIRY_SECONDS = 24 * 3600;
 export const MAX_EXPIRY_SECONDS = 7 * 24 * 3600;
@@ -83,6 +84,7 @@ export class ApprovalService {
     private readonly messages: MessageService,
     private readonly outbox: OutboxService,
     private readonly eventLog: EventLog,
+    private readonly separation: SeparationOfDuties,
   ) {}
 
   /** Lets another module act on every new request without approvals depending on it. */
@@ -137,10 +139,17 @@ export class ApprovalService {
     return this.view(await this.current(caller, requestId));
   }
 
-  /** The request as `get` shows it, with the credential that asked for it (the console names it). */
+  /**
+   * The request as `get` shows it, with the credential that asked for it (the console names it) and
+   * whether that is `caller` itself (then the console offers no decision).
+   */
   async getWithRequester(caller: Caller, requestId: string) {
     const request = await this.current(caller, requestId);
-    return { ...(await this.view(request)), created_by: request.createdBy };
+    return {
+      ...(await this.view(request)),
+      created_by: request.createdBy,
+      requested_by_caller: await this.separation.speaksForRequester(caller, request),
+    };
   }
 
   async list(caller: Caller, filter: RequestFilter) {
@@ -156,14 +165,16 @@ export class ApprovalService {
     return { requests: rows.map((r) => ({ ...requestView(r, deliveries.get(r.id)), created_by: r.createdBy })) };
   }
 
+  /** Withdrawing a request is not a decision about it: the credential that asked may cancel it. */
   cancel(caller: Caller, requestId: string) {
     return this.decide(caller, requestId, 'cancelled', null);
   }
 
   /**
-   * Approve, reject or cancel a pending request; anything else is a conflict naming the state. An
-   * approval or rejection is of the content the person saw (`basis`): when that is no longer the
-   * request's content, nothing is decided (409 `content_changed`).
+   * Approve, reject or cancel a pending request; anything else is a conflict naming the state. The
+   * credential that asked may cancel, never approve or reject (`self_approval`). An approval or
+   * rejection is of the content the person saw (`basis`): when that is no longer the request's
+   * content, nothing is decided (409 `content_changed`).
    */
   async decide(
     caller: Caller,
@@ -175,6 +186,7 @@ export class ApprovalService {
     const outcome = await this.dataSource.transaction(async (manager) => {
       const request = await this.requests.lockVisible(manager, requestId, caller.mailboxAccess);
       if (!request) throw notFound('request', requestId);
+      if (decision !== 'cancelled') await this.separation.assertNotRequester(manager, caller, request);
       if (request.state === 'pending' && isOverdue(request)) {
         await this.transition(manager, request, 'expired', null, null);
         return { request, applied: false };
@@ -273,6 +285,7 @@ export class ApprovalService {
         contentSha256: contentSha256(contentOfRequest(input)),
         decidedContentSha256: null,
         createdBy: caller.tokenId,
+        requesterClientId: caller.principal?.clientId ?? null,
         createdAt: now,
         expiresAt: new Date(now.getTime() + expiresInSeconds * 1000),
         decidedAt: null,

@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import { AuthModule } from '../auth/auth.module';
 import { EventsModule } from '../events/events.module';
 import { MailModule } from '../mail/mail.module';
 import { OutboxModule } from '../outbox/outbox.module';
@@ -9,11 +10,18 @@ import { ApprovalService } from './approval.service';
 import { ApprovedContentCheck } from './approved-content.check';
 import { RequestExpirySweeper } from './request-expiry.sweeper';
 import { RequestsController } from './requests.controller';
+import { SeparationOfDuties } from './separation-of-duties';
 
 @Module({
-  imports: [TypeOrmModule.forFeature([ApprovalRequestEntity]), MailModule, OutboxModule, EventsModule],
+  imports: [TypeOrmModule.forFeature([ApprovalRequestEntity]), AuthModule, MailModule, OutboxModule, EventsModule],
   controllers: [RequestsController],
-  providers: [ApprovalRequestRepository, ApprovalService, ApprovedContentCheck, RequestExpirySweeper],
-  exports: [ApprovalService, RequestExpirySweeper],
+  providers: [
+    ApprovalRequestRepository,
+    ApprovalService,
+    ApprovedContentCheck,
+    RequestExpirySweeper,
+    SeparationOfDuties,
+  ],
+  exports: [ApprovalService, RequestExpirySweeper, SeparationOfDuties],
 })
 export class ApprovalsModule {}

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
+import { DataSource, EntityManager } from 'typeorm';
 import { Caller } from './caller';
 import { TOKEN_LAPSED_SQL } from './credential-revocation';
 import { scopeSet } from './scopes';
@@ -27,11 +27,14 @@ interface CredentialRow {
 export class CredentialRepository {
   constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
 
-  /** The callers of those ids that still have access (never a revoked or expired token). */
-  async usable(ids: readonly string[]): Promise<Map<string, Caller>> {
+  /**
+   * The callers of those ids that still have access (never a revoked or expired token); inside
+   * `manager`'s transaction when one is given.
+   */
+  async usable(ids: readonly string[], manager: EntityManager = this.dataSource.manager): Promise<Map<string, Caller>> {
     if (ids.length === 0) return new Map();
     const authenticatedAt = Date.now();
-    const rows = await this.dataSource.query<CredentialRow[]>(
+    const rows = await manager.query<CredentialRow[]>(
       `SELECT id, scopes, mailboxes, expires_at, issuer, subject, client_id, email
          FROM credentials t WHERE t.id = ANY($1::text[]) AND NOT ${TOKEN_LAPSED_SQL}`,
       [[...new Set(ids)]],

@@ -68,6 +68,10 @@ export class ConsoleExceptionFilter implements ExceptionFilter {
       });
       return;
     }
+    if (error instanceof AlcartaError && error.code === 'forbidden') {
+      this.page(res, 403, { title: 'Not allowed', text: error.message });
+      return;
+    }
     if (error instanceof AlcartaError && error.code === 'invalid_request') {
       this.page(res, 400, { title: 'That did not work', text: error.message });
       return;

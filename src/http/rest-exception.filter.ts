@@ -48,7 +48,10 @@ export class RestExceptionFilter implements ExceptionFilter {
     const { status, body } = this.describe(exception, req);
     if (status === HttpStatus.UNAUTHORIZED) {
       const tokenSent = /^Bearer\s+\S/i.test(req.headers.authorization ?? '');
-      res.setHeader('WWW-Authenticate', unauthorizedChallenge(this.config, tokenSent));
+      res.setHeader(
+        'WWW-Authenticate',
+        unauthorizedChallenge(this.config, tokenSent, req.path === '/mcp' ? 'mcp' : 'rest'),
+      );
     }
     if (status === HttpStatus.FORBIDDEN && body.reason === 'missing_scope' && Array.isArray(body.required_scopes)) {
       res.setHeader('WWW-Authenticate', insufficientScopeChallenge(this.config, body.required_scopes.map(String)));

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
-import { In, QueryFailedError, Repository } from 'typeorm';
+import { EntityManager, In, QueryFailedError, Repository } from 'typeorm';
 import { MailboxAccess } from '../auth/caller';
 import { conflict } from '../common/errors';
 import { MailboxEntity } from './mailbox.entity';
@@ -37,9 +37,9 @@ export class MailboxRepository {
     return this.mailboxes.findOneBy({ id });
   }
 
-  /** The mailbox with this (lower-case) address. */
-  findByAddress(address: string): Promise<MailboxEntity | null> {
-    return this.mailboxes.findOneBy({ address });
+  /** The mailbox with this (lower-case) address; inside `manager`'s transaction when one is given. */
+  findByAddress(address: string, manager?: EntityManager): Promise<MailboxEntity | null> {
+    return (manager?.getRepository(MailboxEntity) ?? this.mailboxes).findOneBy({ address });
   }
 
   async existingIds(ids: readonly string[]): Promise<string[]> {

@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
 import { Caller } from '../auth/caller';
 import { AlcartaError, notFound } from '../common/errors';
 import { newId } from '../common/ids';
@@ -40,8 +41,8 @@ export class MailboxService {
    * The mailbox an inbound SMTP recipient names: `mailboxAddress` is already normalised (lower-case,
    * without a +tag). Not scoped to a caller: an MTA delivers to any mailbox of the installation.
    */
-  findByAddress(mailboxAddress: string): Promise<MailboxEntity | null> {
-    return this.mailboxes.findByAddress(mailboxAddress);
+  findByAddress(mailboxAddress: string, manager?: EntityManager): Promise<MailboxEntity | null> {
+    return this.mailboxes.findByAddress(mailboxAddress, manager);
   }
 
   /** The ids among `ids` that name no mailbox. */

@@ -11,7 +11,7 @@ import { StoredInbound } from '../mail/message.service';
 import { parseRfc822 } from '../mail/rfc822-parser';
 import { SenderAuthenticator, SmtpEnvelopeContext } from '../mail/sender-authenticator';
 import { GroupCommit } from './group-commit';
-import { mailboxAddressOf } from './recipient-address';
+import { mailboxAddressOf } from '../mail/mailbox-address';
 import { SmtpRefusal } from './smtp-refusal';
 
 /** The temporary refusal for anything that failed on our side: the sending MTA queues and retries. */

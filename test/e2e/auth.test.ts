@@ -172,7 +172,17 @@ describe('authentication, scopes and token administration', () => {
       assert.deepEqual(await toolNames(admin.token!), await toolNames(server.adminToken));
       const { request_id } = await callOk(agent, 'request_approval', { mailbox_id: mailboxId, title: 'admin asks' });
       assert.equal((await admin.get('/v1/requests')).status, 200);
-      const approved = await admin.post(`/v1/requests/${request_id}/approve`, {});
+      // Every scope, but never the approval of its own request.
+      const own = await admin.post(`/v1/requests/${request_id}/approve`, {});
+      assert.equal(own.status, 403, JSON.stringify(own.body));
+      assert.equal(own.body.reason, 'self_approval');
+      const asker = await connectMcp(server.url, server.adminToken);
+      const { request_id: asked } = await callOk(asker, 'request_approval', {
+        mailbox_id: mailboxId,
+        title: 'another asks',
+      });
+      await asker.close();
+      const approved = await admin.post(`/v1/requests/${asked}/approve`, {});
       assert.equal(approved.status, 200);
       assert.equal(approved.body.state, 'approved');
       assert.equal((await admin.get('/v1/tokens')).status, 200);

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { callOk, connectMcp, rawMcp } from '../support/mcp';
-import { createMailbox, ingest, startTestServer, TestServer } from '../support/test-server';
+import { createMailbox, createToken, ingest, startTestServer, TestServer } from '../support/test-server';
 
 /**
  * SPEC 8a "No input produces a 5xx", generated: every REST route of SPEC §7 and every MCP tool of
@@ -284,6 +284,8 @@ describe('hostile input: no 5xx and no internals, over every route and tool', ()
   let mailboxId: string;
   let messageId: string;
   let requestId: string;
+  /** The agent that asks: requests are decided with the admin token, never by the credential that asked. */
+  let agentToken: string;
   const random = prng(SEED);
   const values = hostileValues(random);
   let sent = 0;
@@ -421,7 +423,8 @@ describe('hostile input: no 5xx and no internals, over every route and tool', ()
     server = await startTestServer({ env: { ALCARTA_RATE_LIMIT_PER_SECOND: '0' } });
     mailboxId = await createMailbox(server.admin);
     messageId = await ingest(server.admin, mailboxId, { subject: 'baseline' });
-    const agent = await connectMcp(server.url, server.adminToken);
+    agentToken = (await createToken(server.admin, { scopes: ['approvals:read'], mailboxes: [mailboxId] })).secret;
+    const agent = await connectMcp(server.url, agentToken);
     requestId = (await callOk(agent, 'request_approval', { mailbox_id: mailboxId, title: 'baseline' })).request_id;
     await agent.close();
   });
@@ -446,7 +449,7 @@ describe('hostile input: no 5xx and no internals, over every route and tool', ()
     });
     // A pending request per decision, so every valid mutation is stored rather than refused as 409.
     const pending: string[] = [];
-    const agent = await connectMcp(server.url, server.adminToken);
+    const agent = await connectMcp(server.url, agentToken);
     try {
       for (let i = 0; i < 20; i++) {
         const batch = Array.from({ length: 4 }, () =>

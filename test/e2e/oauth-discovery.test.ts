@@ -15,7 +15,7 @@ import { createToken, randomSecret, startTestServer, TestServer } from '../suppo
  * MCP SDK finding the authorization server from a 401. No IdP is needed: discovery only names it.
  */
 const LIST_TOOLS = { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} };
-const NON_ADMIN = ['mail:read', 'mail:send', 'approvals:read', 'approvals:decide', 'mail:ingest'];
+const AGENT_SCOPES = ['mail:read', 'mail:send', 'approvals:read'];
 const PATHS = ['/.well-known/oauth-protected-resource', '/.well-known/oauth-protected-resource/mcp'];
 
 describe('OAuth discovery (RFC 9728) and bearer challenges', () => {
@@ -54,7 +54,7 @@ describe('OAuth discovery (RFC 9728) and bearer challenges', () => {
         {
           resource: `${oauthServer.url}/mcp`,
           authorization_servers: [issuer],
-          scopes_supported: NON_ADMIN,
+          scopes_supported: AGENT_SCOPES,
           bearer_methods_supported: ['header'],
           resource_name: 'Alcarta',
         },
@@ -80,13 +80,16 @@ describe('OAuth discovery (RFC 9728) and bearer challenges', () => {
     }
   });
 
-  it('applies the scope prefix and offers admin only when ALCARTA_OAUTH_ALLOW_ADMIN=true', async () => {
-    const res = await fetch(`${prefixedServer.url}${PATHS[1]}`);
-    const doc: any = await res.json();
-    assert.deepEqual(
-      doc.scopes_supported,
-      [...NON_ADMIN, 'admin'].map((s) => `alcarta:${s}`),
-    );
+  it('applies the scope prefix and offers no scope beyond the agent ones, even with ALCARTA_OAUTH_ALLOW_ADMIN=true', async () => {
+    for (const path of PATHS) {
+      const res = await fetch(`${prefixedServer.url}${path}`);
+      const doc: any = await res.json();
+      assert.deepEqual(
+        doc.scopes_supported,
+        AGENT_SCOPES.map((s) => `alcarta:${s}`),
+        path,
+      );
+    }
   });
 
   it('answers 404 not_found at both paths when OAuth is not configured', async () => {
@@ -97,8 +100,9 @@ describe('OAuth discovery (RFC 9728) and bearer challenges', () => {
     }
   });
 
-  it('every 401 on REST and /mcp names the metadata; invalid_token only when a token was sent', async () => {
+  it('every 401 on REST and /mcp names the metadata, /mcp also the agent scopes; invalid_token only when a token was sent', async () => {
     const metadata = `resource_metadata="${oauthServer.url}/.well-known/oauth-protected-resource/mcp"`;
+    const scope = `scope="${AGENT_SCOPES.join(' ')}"`;
     const revoked = await createToken(oauthServer.admin, { scopes: ['mail:read'], mailboxes: ['*'] });
     assert.equal((await oauthServer.admin.delete(`/v1/tokens/${revoked.id}`)).status, 204);
     const cases: Array<[string, Record<string, string>, boolean]> = [
@@ -109,13 +113,21 @@ describe('OAuth discovery (RFC 9728) and bearer challenges', () => {
       ['a revoked token', { authorization: `Bearer ${revoked.secret}` }, true],
     ];
     for (const [what, headers, sent] of cases) {
-      const expected = `Bearer realm="alcarta", ${metadata}${sent ? ', error="invalid_token"' : ''}`;
+      const error = sent ? ', error="invalid_token"' : '';
       const rest = await fetch(`${oauthServer.url}/v1/requests`, { headers });
       assert.equal(rest.status, 401, `${what} on REST`);
-      assert.equal(rest.headers.get('www-authenticate'), expected, `${what} on REST`);
+      assert.equal(
+        rest.headers.get('www-authenticate'),
+        `Bearer realm="alcarta", ${metadata}${error}`,
+        `${what} on REST`,
+      );
       const mcp = await rawMcp(oauthServer.url, undefined, LIST_TOOLS, headers);
       assert.equal(mcp.status, 401, `${what} on /mcp`);
-      assert.equal(mcp.headers.get('www-authenticate'), expected, `${what} on /mcp`);
+      assert.equal(
+        mcp.headers.get('www-authenticate'),
+        `Bearer realm="alcarta", ${metadata}, ${scope}${error}`,
+        `${what} on /mcp`,
+      );
     }
   });
 

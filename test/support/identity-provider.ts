@@ -18,9 +18,15 @@ import { exportJWK, generateKeyPair, SignJWT } from 'jose';
  *   groups). `email` and `groups` are put INTO the access token (extraTokenClaims), as IdPs do with
  *   a claim mapper, because Alcarta reads them from the token, not from userinfo.
  *
- * Which Alcarta scopes a token gets is decided per client (as an IdP's API permissions are): the
- * requested scopes are cut to those of the client, so a client may ask for everything the RFC 9728
- * document lists (as the MCP SDK does in the authorization-code flow) and still get only its own.
+ * Which Alcarta scopes a token gets follows `scopePolicy`:
+ * - `per-client` (the default, as an IdP's API permissions are): the requested scopes are cut to
+ *   those of the client, so a client may ask for more and still get only its own.
+ * - `permissive`: every client, dynamically registered ones too, gets every Alcarta scope it asks
+ *   for, `approvals:decide` and `admin` included — an IdP that trusts the resource's clients.
+ * - `strict`: every client may hold only the agent scopes (`AGENT_SCOPES`); asking for any other
+ *   Alcarta scope is refused with `invalid_scope` (at the authorization and the token endpoint),
+ *   and a dynamically registered client is registered with the agent scopes whatever it asks for.
+ * With `dynamicRegistration`, RFC 7591 registration is open at `/reg` (as MCP clients expect).
  * The provider serves both RFC 8414 and OpenID Connect discovery; with `openIdDiscoveryOnly` the
  * RFC 8414 document answers 404, as at providers that publish only OpenID Connect discovery.
  *
@@ -41,6 +47,13 @@ export const CONSOLE_CLIENT = {
   clientSecret: 'alcarta-console-secret',
   scope: 'approvals:read approvals:decide',
 };
+/** Every Alcarta scope, and the ones an agent needs (the only ones a strict provider issues). */
+export const ALCARTA_SCOPES = 'mail:read mail:send approvals:read approvals:decide mail:ingest admin';
+export const AGENT_SCOPES = 'mail:read mail:send approvals:read';
+const OPENID_SCOPES = 'openid offline_access email';
+
+export type ScopePolicy = 'per-client' | 'permissive' | 'strict';
+
 export const ACCOUNTS: Record<string, { email: string; groups?: string[] }> = {
   alice: { email: 'alice@example.com', groups: ['ops'] },
   bob: { email: 'bob@example.com' },
@@ -89,6 +102,8 @@ export async function startIdentityProvider({
   openIdDiscoveryOnly = false,
   consoleRedirectUri,
   consoleClientPublic = false,
+  scopePolicy = 'per-client',
+  dynamicRegistration = false,
 }: {
   /** The RFC 8707 resource tokens are issued for (Alcarta's public URL + `/mcp`). */
   resource: string;
@@ -97,6 +112,8 @@ export async function startIdentityProvider({
   consoleRedirectUri?: string;
   /** `alcarta-console` without a secret (token_endpoint_auth_method `none`): PKCE alone. */
   consoleClientPublic?: boolean;
+  scopePolicy?: ScopePolicy;
+  dynamicRegistration?: boolean;
 }): Promise<IdentityProvider> {
   const { default: Provider, errors } = (await import('oidc-provider')) as {
     default: new (...args: unknown[]) => any;
@@ -109,6 +126,31 @@ export async function startIdentityProvider({
     [PERSON_CLIENT.clientId]: PERSON_CLIENT.scope,
     [CONSOLE_CLIENT.clientId]: CONSOLE_CLIENT.scope,
   };
+
+  const resourceScopeOf = (clientId: string): string => {
+    if (scopePolicy === 'permissive') return ALCARTA_SCOPES;
+    if (scopePolicy === 'strict') return AGENT_SCOPES;
+    return clientScopes[clientId] ?? '';
+  };
+  const strictAllowed = new Set(`${OPENID_SCOPES} ${AGENT_SCOPES}`.split(' '));
+  /**
+   * The scope policy as client metadata: a provider knows every Alcarta scope (so it can refuse
+   * one), and a strict one registers each client, static or dynamic, with the allowed ones only.
+   */
+  const scopeConfiguration =
+    scopePolicy === 'per-client'
+      ? {}
+      : {
+          scopes: [...`${OPENID_SCOPES} ${ALCARTA_SCOPES}`.split(' ')],
+          extraClientMetadata: {
+            properties: ['scope_policy'],
+            validator: (_ctx: unknown, key: string, _value: unknown, metadata: { scope?: string }) => {
+              if (key !== 'scope_policy' || scopePolicy !== 'strict') return;
+              const asked = (metadata.scope ?? '').split(' ').filter((scope) => strictAllowed.has(scope));
+              metadata.scope = (asked.length > 0 ? asked : [...strictAllowed]).join(' ');
+            },
+          },
+        };
 
   const http: Server = createServer();
   await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
@@ -147,6 +189,7 @@ export async function startIdentityProvider({
     ],
     // The `email` scope of OpenID Connect, which the console asks for.
     claims: { email: ['email'] },
+    ...scopeConfiguration,
     jwks: { keys: [{ ...(await exportJWK(privateKey)), kid: KEY_ID, alg: 'RS256', use: 'sig' }] },
     // Explicit lifetimes (seconds): the defaults work but print a notice each.
     ttl: { AccessToken: 600, ClientCredentials: 600, Grant: 600, IdToken: 600, Interaction: 600, Session: 600 },
@@ -159,6 +202,7 @@ export async function startIdentityProvider({
     features: {
       devInteractions: { enabled: false },
       clientCredentials: { enabled: true },
+      registration: { enabled: dynamicRegistration },
       resourceIndicators: {
         enabled: true,
         defaultResource: () => resource,
@@ -166,7 +210,7 @@ export async function startIdentityProvider({
         getResourceServerInfo: (_ctx: unknown, indicator: string, client: { clientId: string }) => {
           if (indicator !== resource) throw new errors.InvalidTarget();
           return {
-            scope: clientScopes[client.clientId] ?? '',
+            scope: resourceScopeOf(client.clientId),
             audience: resource,
             accessTokenFormat: 'jwt',
             jwt: { sign: { alg: 'RS256' } },

@@ -1,5 +1,5 @@
 /**
- * The mailbox address an SMTP recipient delivers to (SPEC 9), or undefined when it cannot name one:
+ * The mailbox address a recipient delivers to, or undefined when it cannot name one:
  * compared case-insensitively (mailbox addresses are stored lower-case), and `local+tag@domain`
  * delivers to `local@domain` (plus-addressing: the tag is the sender's, e.g. a per-service alias).
  * A quoted local part or a missing domain names no mailbox of ours.

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { mailboxAddressOf } from '#app/smtp/recipient-address.js';
+import { mailboxAddressOf } from '#app/mail/mailbox-address.js';
 
 describe('mailboxAddressOf: the mailbox an SMTP recipient delivers to', () => {
   it('compares case-insensitively', () => {
