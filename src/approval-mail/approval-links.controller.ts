@@ -66,7 +66,11 @@ export class ApprovalLinksController {
     try {
       outcome = await this.links.decide(token, decision, reason === '' ? null : reason, contentSha256);
     } catch (err) {
-      if (!(err instanceof AlcartaError) || err.reason !== 'content_changed') throw err;
+      if (!(err instanceof AlcartaError)) throw err;
+      if (err.reason === 'invalid_content_sha256') {
+        return this.notice(res, 400, 'Not understood', 'This form is incomplete. Open the link again and decide.');
+      }
+      if (err.reason !== 'content_changed') throw err;
       return this.notice(res, 409, 'The request is not what you saw', `${err.message} Nothing was decided.`);
     }
     if (!('ok' in outcome)) return this.refuse(res, outcome);
@@ -97,8 +101,6 @@ export class ApprovalLinksController {
           'Link already used',
           `This link has been used: the request is ${stateText(refusal)}.`,
         );
-      case 'incomplete':
-        return this.notice(res, 400, 'Not understood', 'This form is incomplete. Open the link again and decide.');
       case 'self_approval':
         return this.notice(
           res,

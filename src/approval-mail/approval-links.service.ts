@@ -18,8 +18,6 @@ export type LinkRefusal =
   | { kind: 'used'; state: string; decidedBy: string | null }
   | { kind: 'expired' }
   | { kind: 'decided'; state: string; decidedBy: string | null }
-  /** The form did not say which content it showed (`content_sha256`): not a page of ours. */
-  | { kind: 'incomplete' }
   /** The link's address is the requester's own, or one it reads: it cannot decide (separation of duties). */
   | { kind: 'self_approval' };
 
@@ -85,11 +83,11 @@ export class ApprovalLinksService {
   ): Promise<LinkLookup> {
     const found = await this.look(token);
     if (!('ok' in found)) return found;
-    if (contentSha256 === undefined) return { kind: 'incomplete' };
     const { link } = found;
     try {
       const decided = await this.approvals.decide(approverCaller(link), link.requestId, decision, reason, {
         contentSha256,
+        hashRequired: true,
       });
       await this.links.markRequestUsed(link.requestId);
       return { ...found, request: { ...found.request, state: decided.state, decidedBy: decided.decided_by ?? null } };

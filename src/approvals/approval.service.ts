@@ -45,6 +45,12 @@ type Decision = 'approved' | 'rejected' | 'cancelled';
 export interface DecisionBasis {
   /** The `content_sha256` of the request as the person saw it; absent: the request as it stands. */
   contentSha256?: string;
+  /**
+   * The decision must say what it saw: a form of Alcarta's own pages always carries the hash, so one
+   * without it (or with a malformed one) is refused as incomplete, once the request is known to be
+   * decidable by this caller.
+   */
+  hashRequired?: boolean;
 }
 
 /** What a new request holds besides its id, state and dates. */
@@ -359,6 +365,12 @@ function assertDecidable(
 ): void {
   const refuse = (message: string) =>
     conflict('content_changed', message, { request_id: request.id, content_sha256: request.contentSha256 });
+  if (basis.hashRequired && basis.contentSha256 === undefined) {
+    throw invalidRequest(
+      'invalid_content_sha256',
+      'This form does not say which version of the request it shows. Reload the page and decide again.',
+    );
+  }
   if (basis.contentSha256 !== undefined && basis.contentSha256 !== request.contentSha256) {
     throw refuse('The request is not what you saw: reload it and decide again.');
   }

@@ -82,7 +82,7 @@ export class ConsoleRequestsService {
     decision: ConsoleDecision,
     form: { reason: unknown; contentSha256: unknown },
   ): Promise<'decided' | 'already_decided'> {
-    const basis = { contentSha256: shownContent(form.contentSha256) };
+    const basis = { contentSha256: shownContent(form.contentSha256), hashRequired: true };
     try {
       await this.approvals.decide(caller, requestId, decision, reasonOf(form.reason), basis);
       return 'decided';
@@ -123,15 +123,9 @@ function who(id: string, names: ReadonlyMap<string, string>): Who {
   return { id, name: names.get(id) ?? null };
 }
 
-/** The hash a decision form carries: every form the console renders has one. */
-export function shownContent(value: unknown): string {
-  if (typeof value !== 'string' || !CONTENT_SHA256_PATTERN.test(value)) {
-    throw invalidRequest(
-      'invalid_content_sha256',
-      'This form does not say which version of the request it shows. Reload the page and decide again.',
-    );
-  }
-  return value;
+/** The hash a decision form carries (every form the console renders has one), if well-formed. */
+function shownContent(value: unknown): string | undefined {
+  return typeof value === 'string' && CONTENT_SHA256_PATTERN.test(value) ? value : undefined;
 }
 
 function reasonOf(reason: unknown): string | null {

@@ -256,8 +256,10 @@ describe('the credential that asked never decides', () => {
       assert.equal(await usedLinks(requestId), 0, 'the links stay unused');
     }
     const outsiderLink = await linkTo(byToken, outsider);
-    assert.match((await linkPage(outsiderLink)).html, /name="decision" value="approved"/);
-    const decided = await linkPage(outsiderLink, { decision: 'approved' });
+    const outsiderPage = (await linkPage(outsiderLink)).html;
+    assert.match(outsiderPage, /name="decision" value="approved"/);
+    const shownContent = /name="content_sha256" value="([0-9a-f]{64})"/.exec(outsiderPage)![1];
+    const decided = await linkPage(outsiderLink, { decision: 'approved', content_sha256: shownContent });
     assert.equal(decided.status, 200, decided.html);
     assert.equal((await callOk(askerAgent, 'get_request', { request_id: byToken })).decided_by, outsider);
   });
