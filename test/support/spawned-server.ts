@@ -1,5 +1,5 @@
 import { ChildProcess, execFile, spawn } from 'node:child_process';
-import { scrubSecrets } from '#app/logging/logger.js';
+import { scrubSecrets } from '#app/logging/secret-masking.js';
 import { join, resolve } from 'node:path';
 import { freePort } from '#app/common/net.js';
 import { waitFor } from './wait-for';

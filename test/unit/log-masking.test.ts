@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { describe, it } from 'node:test';
-import { createRootLogger, scrubSecrets, serializeError } from '#app/logging/logger.js';
+import { createRootLogger, serializeError } from '#app/logging/logger.js';
+import { scrubSecrets } from '#app/logging/secret-masking.js';
 
 /** A JWT as identity providers issue them: header, claims and an RS256-sized signature. */
 const header = Buffer.from(JSON.stringify({ alg: 'RS256', kid: 'key-1', typ: 'at+jwt' })).toString('base64url');
