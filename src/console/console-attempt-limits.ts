@@ -10,16 +10,22 @@ import { ConsoleViews } from './console-views';
 /** What a person tries without a session: open or answer an approval link, or sign in to the console. */
 export type ConsoleAttempt = 'link' | 'sign_in';
 
+function failedAsGuess(attempt: ConsoleAttempt, status: number): boolean {
+  return attempt === 'link' ? status === 404 : status >= 400;
+}
+
 /**
  * Throttles guessing at the doors that need no session: approval links (GET and POST of
  * `/console/links/:token`) and console sign-in (the token form's POST, the start and the callback
  * of OpenID Connect). Each client address (an IPv6 client by its /64) has a bucket per kind of
  * ALCARTA_CONSOLE_ATTEMPTS_PER_MINUTE attempts that refills at that rate. An attempt takes one
- * when it arrives, before any lookup, and gets it back when it succeeds (any status below 400), so
- * only failures count: the approvers of a whole office behind one NAT address are never slowed by
- * their own decisions, while anyone who guesses, or keeps sending broken callbacks that cost a
- * call to the identity provider, is held to the rate, and a burst sent at once cannot outrun it.
- * Beyond the limit the answer is a 429 page with Retry-After, before any database work.
+ * when it arrives, before any lookup, and gets it back unless it failed in the way a guess fails:
+ * a link that is not known (404; a known link that is spent, expired or overtaken was not guessed),
+ * a sign-in that did not sign in (any status from 400). So the approvers of a whole office behind
+ * one NAT address are never slowed by their own decisions or old mails, while anyone who guesses,
+ * or keeps sending broken callbacks that each cost a call to the identity provider, is held to the
+ * rate, and a burst sent at once cannot outrun it. Beyond the limit the answer is a 429 page with
+ * Retry-After, before any database work.
  *
  * The address is `req.ip`: the connection's peer, or the client a trusted proxy names
  * (ALCARTA_TRUSTED_PROXIES), never a forwarded header anyone can write. Buckets live in memory,
@@ -56,7 +62,7 @@ export class ConsoleAttemptLimits {
         return;
       }
       res.once('finish', () => {
-        if (res.statusCode < 400) this.limiter.refund(key);
+        if (!failedAsGuess(attempt, res.statusCode)) this.limiter.refund(key);
       });
       next();
     };

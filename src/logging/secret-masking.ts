@@ -36,14 +36,14 @@ const SECRET_AFTER_SLASH = new RegExp(`/${SECRET_RUN}`, 'g');
 const URL_PASSWORD = /\b([a-z][a-z0-9+.-]*:\/\/[^\s:@/"'<>]*):[^\s@/"'<>]+@/gi;
 
 /** The console's cookies: the session secret, the sign-in form token, the pending OpenID Connect sign-in. */
-const CONSOLE_COOKIE = /\b(alcarta_console(?:_oidc|_sign_in)?=)[^;\s"',]+/g;
+const CONSOLE_COOKIE = /\b(alcarta_console(?:_oidc|_sign_in)?=)[0-9A-Za-z_.~%+/=-]+/g;
 
 /**
  * Query and form parameters that carry secrets: OpenID Connect callbacks (`?code=…&state=…`), PKCE,
  * OAuth tokens, CSRF fields, websocket tickets.
  */
 const SECRET_PARAMETER =
-  /(^|[?&\s"';,])((?:code|state|code_verifier|_csrf|csrf_token|ticket|token|access_token|id_token|refresh_token|client_secret)=)[^&\s"'#;,]{8,}/g;
+  /(^|[?&\s"';,])((?:code|state|code_verifier|_csrf|csrf_token|ticket|token|access_token|id_token|refresh_token|client_secret)=)[0-9A-Za-z_.~%+/=-]{8,}/g;
 
 export const REDACTED = '[REDACTED]';
 

@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { exportJWK, generateKeyPair } from 'jose';
+import { recordSecret } from './test-logs';
 
 /**
  * A real OpenID provider for tests: `oidc-provider` in this process on a free loopback port, with
@@ -91,6 +92,8 @@ export async function startIdentityProvider({
     errors: { InvalidTarget: new () => Error };
   };
   const { privateKey } = await generateKeyPair('RS256', { extractable: true });
+  recordSecret('identity-provider client secret', AGENT_CLIENT.clientSecret);
+  recordSecret('identity-provider client secret', CONSOLE_CLIENT.clientSecret);
   const clientScopes: Record<string, string> = {
     [AGENT_CLIENT.clientId]: AGENT_CLIENT.scope,
     [PERSON_CLIENT.clientId]: PERSON_CLIENT.scope,
@@ -221,6 +224,7 @@ export async function startIdentityProvider({
   });
 
   async function signIn(authorizationUrl: URL, accountId: string): Promise<string> {
+    recordSecret('OpenID Connect state', authorizationUrl.searchParams.get('state'));
     const cookies = new Map<string, string>();
     let url = authorizationUrl;
     for (let hop = 0; hop < 10; hop++) {
@@ -243,6 +247,7 @@ export async function startIdentityProvider({
       if (url.href.startsWith(PERSON_CLIENT.redirectUri)) {
         const code = url.searchParams.get('code');
         if (!code) throw new Error(`sign-in refused: ${url.search}`);
+        recordSecret('OpenID Connect code', code);
         return code;
       }
     }
@@ -266,6 +271,7 @@ export async function startIdentityProvider({
     });
     const body = (await res.json()) as { access_token?: string };
     if (res.status !== 200 || !body.access_token) throw new Error(`token request failed: ${JSON.stringify(body)}`);
+    recordSecret('access token (JWT)', body.access_token);
     return body.access_token;
   }
 
@@ -280,6 +286,7 @@ export async function startIdentityProvider({
       ),
     personToken: async (accountId) => {
       const verifier = randomBytes(32).toString('base64url');
+      recordSecret('PKCE code verifier', verifier);
       const authorizationUrl = new URL('/auth', issuer);
       authorizationUrl.search = new URLSearchParams({
         client_id: PERSON_CLIENT.clientId,
