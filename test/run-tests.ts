@@ -89,8 +89,8 @@ async function scanLogs(dir: string): Promise<boolean> {
   const shown = report.findings.slice(0, 50);
   process.stderr.write(
     [
-      `log scan: ${report.findings.length} secrets found in the servers' logs of this run (${dir} is kept):`,
-      ...shown.map((f) => `  ${f.file}:${f.line}: ${f.kind}\n      ${f.excerpt}`),
+      `log scan: secrets in ${report.findings.length} lines of the servers' logs of this run (${dir} is kept):`,
+      ...shown.map((f) => `  ${f.file}:${f.line}: ${f.kinds.join('; ')}\n      ${f.excerpt}`),
       ...(report.findings.length > shown.length ? [`  … and ${report.findings.length - shown.length} more`] : []),
       '',
     ].join('\n'),

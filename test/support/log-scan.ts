@@ -19,8 +19,9 @@ import { SECRETS_SUBDIR } from './test-logs';
 export interface Finding {
   file: string;
   line: number;
-  kind: string;
-  /** The line around the secret, with the secret masked. */
+  /** What the line holds, e.g. `JWT`, `approval-link token (mail), recorded by approval-mail.test`. */
+  kinds: string[];
+  /** The line around the secrets, with each masked. */
   excerpt: string;
 }
 
@@ -34,6 +35,13 @@ export interface RecordedSecret {
 interface Shape {
   kind: string;
   pattern: RegExp;
+}
+
+/** Where a secret stands in a line (as decoded), and what kind it is. */
+interface Span {
+  kind: string;
+  start: number;
+  end: number;
 }
 
 /** What unmasked secrets look like. The server's scrubber turns each of them into a `[REDACTED]` form. */
@@ -78,10 +86,14 @@ function decodeSecretChars(line: string): string {
   });
 }
 
-/** A line with the part `[start, end)` masked, cut around it. */
-function excerpt(line: string, start: number, end: number, kind: string): string {
-  const masked = `${line.slice(Math.max(0, start - 100), start)}«${kind}»${line.slice(end, end + 100)}`;
-  return masked.replace(/\s+/g, ' ');
+/** A line with every span of a secret masked, cut to the stretch around the first one. */
+function excerpt(line: string, spans: readonly Span[]): string {
+  let masked = line;
+  for (const span of [...spans].sort((a, b) => b.start - a.start)) {
+    masked = `${masked.slice(0, span.start)}«secret»${masked.slice(span.end)}`;
+  }
+  const first = Math.min(...spans.map((span) => span.start));
+  return masked.slice(Math.max(0, first - 120), first + 160).replace(/\s+/g, ' ');
 }
 
 /**
@@ -107,32 +119,32 @@ export class SecretScanner {
     return this.fragments.size;
   }
 
-  /** The secrets in one line, as kinds and positions (in the line as decoded). */
-  scanLine(raw: string): { kind: string; start: number; end: number; line: string }[] {
+  /** The secrets in one line: what kinds, and the line (decoded) with each masked; undefined when clean. */
+  scanLine(raw: string): { kinds: string[]; excerpt: string } | undefined {
     const line = decodeSecretChars(raw);
-    const found: { kind: string; start: number; end: number; line: string }[] = [];
+    const spans: Span[] = [];
     for (const { kind, pattern } of SHAPES) {
-      for (const match of line.matchAll(pattern)) {
-        found.push({ kind, start: match.index, end: match.index + match[0].length, line });
-      }
+      for (const match of line.matchAll(pattern))
+        spans.push({ kind, start: match.index, end: match.index + match[0].length });
     }
     const path = REQUEST_PATH.exec(line);
     if (path && path[1].split('/').some((segment) => SECRET_SEGMENT.test(segment))) {
       const start = path.index + path[0].length - path[1].length - 1;
-      found.push({ kind: 'secret-shaped path segment in a request log', start, end: start + path[1].length, line });
+      spans.push({ kind: 'secret-shaped path segment in a request log', start, end: start + path[1].length });
     }
     if (this.fragments.size > 0) {
       for (const run of line.matchAll(TOKEN_RUN)) {
         for (let i = 0; i + FRAGMENT <= run[0].length; i++) {
           const kind = this.fragments.get(run[0].slice(i, i + FRAGMENT));
           if (kind) {
-            found.push({ kind, start: run.index, end: run.index + run[0].length, line });
+            spans.push({ kind, start: run.index, end: run.index + run[0].length });
             break;
           }
         }
       }
     }
-    return found;
+    if (spans.length === 0) return undefined;
+    return { kinds: [...new Set(spans.map((span) => span.kind))], excerpt: excerpt(line, spans) };
   }
 }
 
@@ -155,14 +167,8 @@ export async function scanFile(path: string, name: string, scanner: SecretScanne
     if (stderr && line.includes(BANNER_START)) inBanner = true;
     else if (inBanner && BANNER_END.test(line.trim())) inBanner = false;
     if (inBanner) continue;
-    for (const hit of scanner.scanLine(line)) {
-      findings.push({
-        file: name,
-        line: number,
-        kind: hit.kind,
-        excerpt: excerpt(hit.line, hit.start, hit.end, 'secret'),
-      });
-    }
+    const hit = scanner.scanLine(line);
+    if (hit) findings.push({ file: name, line: number, kinds: hit.kinds, excerpt: hit.excerpt });
   }
   return findings;
 }
