@@ -32,8 +32,11 @@ const SECRET_SHAPED_ALL = new RegExp(SECRET_RUN, 'g');
 /** A secret-shaped path segment anywhere in a line (a URL in an error message, Nest's own lines). */
 const SECRET_AFTER_SLASH = new RegExp(`/${SECRET_RUN}`, 'g');
 
-/** The password in a URL's user information (`smtp://user:password@relay`). */
-const URL_PASSWORD = /\b([a-z][a-z0-9+.-]*:\/\/[^\s:@/"'<>]*):[^\s@/"'<>]+@/gi;
+/**
+ * The password in a URL's user information (`smtp://user:password@relay`). The scheme is bounded: an
+ * unbounded one would make a long run of `a.a.a…` (a hostile request path) cost quadratic time.
+ */
+const URL_PASSWORD = /\b([a-z][a-z0-9+.-]{0,31}:\/\/[^\s:@/"'<>]*):[^\s@/"'<>]+@/gi;
 
 /** The console's cookies: the session secret, the sign-in form token, the pending OpenID Connect sign-in. */
 const CONSOLE_COOKIE = /\b(alcarta_console(?:_oidc|_sign_in)?=)[0-9A-Za-z_.~%+/=-]+/g;
@@ -61,23 +64,40 @@ export function scrubSecrets(text: string): string {
     .replace(SECRET_AFTER_SLASH, `/${REDACTED}`);
 }
 
+/** Longest request path a log line keeps; longer ones lose their last segments. */
+const MAX_LOGGED_PATH = 1024;
+
 /**
  * A request path as the request log keeps it: every segment that holds a secret-shaped run (an
  * approval-link token, a token pasted where an id belongs), percent-encoded or not, is replaced as
- * a whole; `alc_`/`wst_` secrets keep their prefix, as everywhere in the logs.
+ * a whole; an `alc_`/`wst_` secret keeps its prefix, as everywhere in the logs. A path beyond 1 KiB
+ * is cut at a segment boundary (no cut secret is left behind), which also bounds the work of the
+ * scrubber on hostile paths.
  */
 export function maskSecretPath(path: string): string {
-  return scrubSecrets(path)
+  const cut = path.length > MAX_LOGGED_PATH ? `${path.slice(0, path.lastIndexOf('/', MAX_LOGGED_PATH))}/…` : path;
+  return cut
     .split('/')
-    .map((segment) => (SECRET_SHAPED.test(segment) ? REDACTED : segment))
+    .map((segment) => (SECRET_SHAPED.test(segment) ? maskedSegment(segment) : segment))
     .join('/');
 }
+
+function maskedSegment(segment: string): string {
+  const prefix = /^(alc|wst)(?:_|%5[Ff])/.exec(segment);
+  return prefix ? `${prefix[1]}_${REDACTED}` : REDACTED;
+}
+
+/** Longest echo of the request an error body keeps. */
+const MAX_ECHO = 500;
 
 /**
  * Text of an error body that repeats what the client sent (a path, a parameter the router could not
  * decode): every secret-shaped run is masked, wherever it stands, since such text quotes the input
- * in ways no pattern foresees (`Failed to decode param '…'`).
+ * in ways no pattern foresees (`Failed to decode param '…'`). Beyond 500 characters it is cut, and
+ * the run the cut went through is dropped with it: a cut secret would be too short to recognise.
  */
 export function maskSecretsInEcho(text: string): string {
-  return scrubSecrets(text).replace(SECRET_SHAPED_ALL, REDACTED);
+  const cut =
+    text.length > MAX_ECHO ? `${text.slice(0, MAX_ECHO).replace(/(?:[0-9A-Za-z_.-]|%[0-9A-Fa-f]{0,2})*$/, '')}…` : text;
+  return scrubSecrets(cut).replace(SECRET_SHAPED_ALL, REDACTED);
 }

@@ -86,6 +86,16 @@ describe('log masking', () => {
     assert.equal(maskSecretsInEcho(`Failed to decode param '${token}%ZZ'`), "Failed to decode param '[REDACTED]%ZZ'");
   });
 
+  it('cuts long paths and echoes where no secret can be left half', () => {
+    const long = `/v1/${'segment/'.repeat(200)}${'x'.repeat(20)}${'eyJ'.repeat(5000)}`;
+    const masked = maskSecretPath(long);
+    assert.ok(masked.length <= 1026 && masked.endsWith('/segment/…'), masked.slice(-40));
+    const echo = maskSecretsInEcho(
+      `Failed to decode param '${'a'.repeat(480)}${'Zk3s9dVbq0p1N2m3L4k5J6h7G8f9D0s1A2z3X4c5V6b'}%ZZ'`,
+    );
+    assert.equal(echo, "Failed to decode param '…");
+  });
+
   it('masks URL passwords, console cookies and secret parameters in free text', () => {
     assert.equal(
       scrubSecrets('connect smtp://relay-user:relay-secret-pw@127.0.0.1:2525 failed'),
