@@ -77,7 +77,8 @@ export function serverLogger(level: string): Logger | undefined {
 }
 
 /**
- * A spawned server's output in a logged run: the child logs at debug (`env`), each stream is copied
+ * A spawned server's output in a logged run: the child logs at debug (`env`; at trace if the test
+ * asked for it), each stream is copied
  * whole into a file of its own, and `stdout` hands back only the complete lines at the level the
  * test asked for. A level that is not one (a test of configuration errors) is left alone.
  */
@@ -96,7 +97,7 @@ export class SpawnedServerLog {
     const requested = 'ALCARTA_LOG_LEVEL' in env ? env.ALCARTA_LOG_LEVEL : process.env.ALCARTA_LOG_LEVEL;
     const threshold = LEVELS[requested ?? 'info'];
     if (!logDir || threshold === undefined) return undefined;
-    return new SpawnedServerLog(threshold, { ALCARTA_LOG_LEVEL: 'debug' });
+    return new SpawnedServerLog(threshold, { ALCARTA_LOG_LEVEL: requested === 'trace' ? 'trace' : 'debug' });
   }
 
   /** Copies a chunk of the child's stdout; returns what the test sees of it. */
