@@ -75,7 +75,7 @@ export class ConsoleAttemptLimits {
       attempt === 'link'
         ? this.views.render('links/notice', {
             title: 'Too many attempts',
-            message: `Too many links that did not work were opened from your network. Nothing was decided. ${wait}`,
+            message: `Too many unknown links were opened from your network. Nothing was decided. ${wait}`,
           })
         : this.views.render('message', {
             title: 'Too many sign-in attempts',

@@ -1,8 +1,8 @@
 /**
  * Masking of secrets in text that leaves the process: log lines, request-log paths and error bodies.
- * Product ids (`mbx_`, `msg_`, `chk_`, `tok_`, `wt_`, `grt_`, `prn_` + 22 base62 characters) stay
- * readable: they name things, they open nothing, and at 26 characters they are shorter than any
- * secret Alcarta issues.
+ * Product ids (`mbx_`, `msg_`, `chk_`, `tok_`, `wt_`, `task_`, `grt_`, `prn_`… + 22 base62
+ * characters) stay readable: they name things, they open nothing, and at 26 or 27 characters they
+ * are shorter than any secret Alcarta issues.
  */
 
 /**
