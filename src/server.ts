@@ -73,7 +73,9 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
 
 async function listen(app: NestExpressApplication, logger: Logger): Promise<RunningServer> {
   const config = app.get(AppConfig);
-  app.set('trust proxy', true);
+  // Only the configured proxies' X-Forwarded-For counts: trusting any sender would let every client
+  // name its own address and escape the per-address limits of console attempts.
+  app.set('trust proxy', config.trustedProxies.length > 0 ? [...config.trustedProxies] : false);
   app.set('x-powered-by', false);
   const drain = app.get(DrainState);
   app.use(closeConnectionsWhileDraining(() => drain.isDraining));

@@ -3,6 +3,11 @@
  * With DATABASE_URL set, that server is used (each test file creates and drops its own database);
  * without it, a throwaway embedded cluster is started in a temporary directory and removed after.
  *
+ * Every server the tests start logs everything into a directory of the run (ALCARTA_TEST_LOG_DIR,
+ * see support/test-logs.ts); when the tests are done, those logs are scanned for secrets, and a
+ * secret found fails the run, naming the file and line (support/log-scan.ts). The directory is
+ * removed after a clean scan and kept for inspection otherwise.
+ *
  *   node dist-test/run-tests.js [substring…]   only the test files whose path contains a substring
  */
 import { spawn } from 'node:child_process';
@@ -10,6 +15,8 @@ import { chmod, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { LocalDatabase, openEmbeddedPostgres } from '#app/database/embedded-postgres.js';
+import { scanLogDir } from './support/log-scan';
+import { TEST_LOG_DIR_VARIABLE } from './support/test-logs';
 
 async function testFiles(dir: string): Promise<string[]> {
   const entries = await readdir(dir, { recursive: true });
@@ -41,6 +48,10 @@ async function main(): Promise<number> {
     process.stdout.write(`test database: ${new URL(env.DATABASE_URL).host} (DATABASE_URL)\n`);
   }
 
+  const ownLogDir = !env[TEST_LOG_DIR_VARIABLE];
+  const logDir = env[TEST_LOG_DIR_VARIABLE] || (await mkdtemp(join(tmpdir(), 'alcarta-test-logs-')));
+  env[TEST_LOG_DIR_VARIABLE] = logDir;
+
   try {
     // Three files at a time: most of a test's time is spent waiting on servers, PostgreSQL and
     // spawned processes, so even two cores run three well (the suite on 2 cores: 470 s against 560 s
@@ -51,13 +62,40 @@ async function main(): Promise<number> {
       ['--test', `--test-concurrency=${concurrency}`, '--test-reporter=spec', ...files],
       { stdio: 'inherit', env },
     );
-    return await new Promise<number>((resolve) =>
-      child.on('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0))),
+    const code = await new Promise<number>((resolve) =>
+      child.on('exit', (exitCode, signal) => resolve(exitCode ?? (signal ? 1 : 0))),
     );
+    const clean = await scanLogs(logDir);
+    if (clean && ownLogDir) await rm(logDir, { recursive: true, force: true });
+    return clean ? code : code || 1;
   } finally {
     await embedded?.close();
     if (dir) await rm(dir, { recursive: true, force: true });
   }
+}
+
+/** Scans the run's logs for secrets and reports; true when none was found. */
+async function scanLogs(dir: string): Promise<boolean> {
+  const started = Date.now();
+  const report = await scanLogDir(dir);
+  const size = `${(report.bytes / 1024 / 1024).toFixed(1)} MiB`;
+  const took = `${((Date.now() - started) / 1000).toFixed(1)} s`;
+  if (report.findings.length === 0) {
+    process.stdout.write(
+      `log scan: no secret in ${report.files} log files (${size}; ${report.recorded} recorded secrets and every shape, ${took})\n`,
+    );
+    return true;
+  }
+  const shown = report.findings.slice(0, 50);
+  process.stderr.write(
+    [
+      `log scan: secrets in ${report.findings.length} lines of the servers' logs of this run (${dir} is kept):`,
+      ...shown.map((f) => `  ${f.file}:${f.line}: ${f.kinds.join('; ')}\n      ${f.excerpt}`),
+      ...(report.findings.length > shown.length ? [`  … and ${report.findings.length - shown.length} more`] : []),
+      '',
+    ].join('\n'),
+  );
+  return false;
 }
 
 main().then(

@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { Environment } from './environment';
+import { trustedProxyEntries } from './trusted-proxies';
 
 /** Typed, derived view of the validated environment that the rest of the application injects. */
 export class AppConfig {
@@ -38,6 +39,10 @@ export class AppConfig {
   readonly listenBacklog: number;
   /** 0: no rate limit. */
   readonly rateLimitPerSecond: number;
+  /** Failed approval-link and console sign-in attempts per client address and minute; 0: no limit. */
+  readonly consoleAttemptsPerMinute: number;
+  /** Proxies whose X-Forwarded-For names the client (Express `trust proxy`); empty: none. */
+  readonly trustedProxies: readonly string[];
   /** Undefined: no SMTP listener. */
   readonly smtpPort: number | undefined;
   readonly smtpHostname: string;
@@ -107,6 +112,8 @@ export class AppConfig {
     this.unreadResponseTimeoutMs = env.ALCARTA_UNREAD_RESPONSE_TIMEOUT_SECONDS * 1000;
     this.listenBacklog = env.ALCARTA_LISTEN_BACKLOG;
     this.rateLimitPerSecond = env.ALCARTA_RATE_LIMIT_PER_SECOND;
+    this.consoleAttemptsPerMinute = env.ALCARTA_CONSOLE_ATTEMPTS_PER_MINUTE;
+    this.trustedProxies = trustedProxyEntries(env.ALCARTA_TRUSTED_PROXIES);
     this.smtpPort = env.ALCARTA_SMTP_PORT === 'off' ? undefined : Number(env.ALCARTA_SMTP_PORT);
     this.smtpHostname = env.ALCARTA_SMTP_HOSTNAME ?? hostname();
     this.smtpTls =

@@ -1,5 +1,6 @@
 import { plainToInstance, Transform, Type } from 'class-transformer';
-import { IsIn, IsInt, IsOptional, IsString, IsUrl, Matches, Max, Min, validateSync } from 'class-validator';
+import { IsIn, IsInt, IsOptional, IsString, IsUrl, Matches, Max, Min, ValidateBy, validateSync } from 'class-validator';
+import { isTrustedProxyEntry, trustedProxyEntries } from './trusted-proxies';
 
 const emptyToUndefined = ({ value }: { value: unknown }): unknown =>
   typeof value === 'string' && value.trim() === '' ? undefined : value;
@@ -198,6 +199,30 @@ export class Environment {
   @IsInt()
   @Min(0)
   ALCARTA_RATE_LIMIT_PER_SECOND: number = 50;
+
+  /**
+   * Failed approval-link and console sign-in attempts per client address and minute (each kind on
+   * its own, per replica), with bursts of as many; 0 turns the limit off.
+   */
+  @Type(() => Number)
+  @IsInt()
+  @Min(0)
+  @Max(10000)
+  ALCARTA_CONSOLE_ATTEMPTS_PER_MINUTE: number = 10;
+
+  /**
+   * The reverse proxies whose X-Forwarded-For is believed: comma-separated addresses, CIDR ranges
+   * or `loopback`, `linklocal`, `uniquelocal`. Empty: none; the client is the connection's peer.
+   */
+  @ValidateBy({
+    name: 'isTrustedProxyList',
+    validator: {
+      validate: (value: unknown) => typeof value === 'string' && trustedProxyEntries(value).every(isTrustedProxyEntry),
+      defaultMessage: () =>
+        'ALCARTA_TRUSTED_PROXIES must list IP addresses, CIDR ranges (10.0.0.0/8) or loopback, linklocal, uniquelocal, separated by commas',
+    },
+  })
+  ALCARTA_TRUSTED_PROXIES: string = '';
 
   /** Inbound SMTP port (SPEC 9), or `off`. */
   @Matches(/^(off|\d{1,5})$/, { message: 'ALCARTA_SMTP_PORT must be a port number or "off"' })

@@ -1,4 +1,4 @@
-import { MiddlewareConsumer, Module, NestModule } from '@nestjs/common';
+import { MiddlewareConsumer, Module, NestModule, RequestMethod } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import express from 'express';
 import { ApprovalsModule } from '../approvals/approvals.module';
@@ -7,6 +7,7 @@ import { EventsModule } from '../events/events.module';
 import { MailModule } from '../mail/mail.module';
 import { WaitsModule } from '../waits/waits.module';
 import { ConsoleAssetsController } from './console-assets.controller';
+import { ConsoleAttemptLimits } from './console-attempt-limits';
 import { ConsoleExceptionFilter } from './console-exception.filter';
 import { ConsoleHeadersMiddleware } from './console-headers.middleware';
 import { ConsoleOidcService } from './console-oidc.service';
@@ -49,13 +50,25 @@ const FORM_BODY_LIMIT = '32kb';
     ConsoleExceptionFilter,
     ConsoleMetrics,
     ConsoleSessionHousekeeping,
+    ConsoleAttemptLimits,
   ],
   exports: [ConsoleViews, ConsoleSessionHousekeeping],
 })
 export class ConsoleModule implements NestModule {
+  constructor(private readonly attempts: ConsoleAttemptLimits) {}
+
   configure(consumer: MiddlewareConsumer): void {
     consumer
       .apply(ConsoleHeadersMiddleware, express.urlencoded({ extended: false, limit: FORM_BODY_LIMIT }))
       .forRoutes('console', 'console/*path');
+    // The approval links' pages belong to approval-mail, but they are console pages all the same.
+    consumer.apply(this.attempts.limit('link')).forRoutes({ path: 'console/links/:token', method: RequestMethod.ALL });
+    consumer
+      .apply(this.attempts.limit('sign_in'))
+      .forRoutes(
+        { path: 'console/sign-in', method: RequestMethod.POST },
+        { path: 'console/sign-in/oidc', method: RequestMethod.GET },
+        { path: 'console/sign-in/callback', method: RequestMethod.GET },
+      );
   }
 }

@@ -1,4 +1,4 @@
-/** Credentials tracked at once per replica; beyond it, idle (full) buckets are dropped first. */
+/** Keys (credentials, client addresses) tracked at once per limiter; beyond it, idle (full) buckets are dropped first. */
 const MAX_BUCKETS = 10_000;
 
 interface Bucket {
@@ -7,18 +7,19 @@ interface Bucket {
 }
 
 /**
- * Token buckets in memory, one per key (credential): `perSecond` requests per second, bursts of
- * twice that. Each replica limits on its own (SPEC 8a: per credential and replica). A request
- * takes one token when it arrives, so a wait that stays parked for an hour cost one request.
+ * Token buckets in memory, one per key (a credential, a client address): `perSecond` requests per
+ * second, bursts of `capacity` (by default twice the rate). Each replica limits on its own (SPEC 8a:
+ * per credential and replica). A request takes one token when it arrives, so a wait that stays
+ * parked for an hour cost one request.
  */
 export class RateLimiter {
   private readonly buckets = new Map<string, Bucket>();
-  private readonly capacity: number;
 
   /** `perSecond` 0 turns limiting off. */
-  constructor(private readonly perSecond: number) {
-    this.capacity = perSecond * 2;
-  }
+  constructor(
+    private readonly perSecond: number,
+    private readonly capacity = perSecond * 2,
+  ) {}
 
   /** Takes a token for `key`: undefined when allowed, else the seconds until one is available. */
   take(key: string, now = Date.now()): number | undefined {
@@ -36,6 +37,14 @@ export class RateLimiter {
       return undefined;
     }
     return Math.max(1, Math.ceil((1 - bucket.tokens) / this.perSecond));
+  }
+
+  /** Gives back the token a request of `key` took (it turned out not to count). */
+  refund(key: string, now = Date.now()): void {
+    const bucket = this.buckets.get(key);
+    if (!bucket) return;
+    this.refill(bucket, now);
+    bucket.tokens = Math.min(this.capacity, bucket.tokens + 1);
   }
 
   private refill(bucket: Bucket, now: number): void {

@@ -1,13 +1,16 @@
 import { NextFunction, Request, RequestHandler, Response } from 'express';
 import { Logger } from 'pino';
 import { AuthenticatedRequest } from '../auth/auth.decorators';
+import { maskSecretPath } from '../logging/secret-masking';
 
 /**
  * One JSON line per HTTP request, written when its response ends: request id, method, path,
  * caller, status, duration. Headers, query strings and bodies are deliberately not logged: they
- * carry bearer secrets, websocket tickets and mail. A secret in the path itself
- * (`DELETE /v1/tokens/alc_…`) is masked when the line is written (logger.ts). The caller is named
- * by ids only (token id, or OAuth principal, subject and client), never by its token.
+ * carry bearer secrets, websocket tickets, OpenID Connect codes and mail. A secret in the path
+ * itself is masked: an approval link (`/console/links/<token>`) works until its request is decided,
+ * so whoever reads the logs could otherwise decide it; `DELETE /v1/tokens/alc_…` keeps its prefix
+ * (`alc_[REDACTED]`). The caller is named by ids only (token id, or OAuth principal, subject and
+ * client), never by its token.
  *
  * The line is built from the root logger at the end, with no per-request child loggers (which is
  * what pino-http keeps on every request): a parked wait holds its request for minutes or hours,
@@ -27,7 +30,7 @@ export function requestLogger(logger: Logger): RequestHandler {
       logger[level](
         {
           reqId,
-          req: { method: req.method, path: (req.originalUrl ?? req.url ?? '').split('?')[0] },
+          req: { method: req.method, path: maskSecretPath((req.originalUrl ?? req.url ?? '').split('?')[0]) },
           ...(caller && { caller: caller.logIdentity }),
           res: { status: res.statusCode },
           ...(failed && { err: new Error(`failed with status code ${res.statusCode}`) }),

@@ -5,6 +5,7 @@ import { AlcartaError, ErrorCode } from '../common/errors';
 import { insufficientScopeChallenge, unauthorizedChallenge } from '../auth/protected-resource-metadata';
 import { AppConfig } from '../config/app-config';
 import { databaseFailureError } from '../database/database-errors';
+import { maskSecretPath, maskSecretsInEcho } from '../logging/secret-masking';
 import { jsonRpcError, SERVER_ERROR } from '../mcp/json-rpc';
 
 const STATUS: Record<ErrorCode, HttpStatus> = {
@@ -30,7 +31,9 @@ const JSONRPC_CODE: Partial<Record<number, number>> = {
 
 /**
  * Every HTTP error leaves as `{"error", "reason", "message"}` JSON. Unexpected failures are logged
- * with their stack and answered with a bare 500, so no internals reach a client.
+ * with their stack and answered with a bare 500, so no internals reach a client. Messages that echo
+ * the request (an unknown route, a path the router could not decode) are masked like the request
+ * log: error bodies end up in client logs and proxies, and a path may carry a link token.
  */
 @Catch()
 export class RestExceptionFilter implements ExceptionFilter {
@@ -80,7 +83,11 @@ export class RestExceptionFilter implements ExceptionFilter {
       if (status === HttpStatus.NOT_FOUND) {
         return {
           status,
-          body: { error: 'not_found', reason: 'no_such_route', message: `No route ${req.method} ${req.path}.` },
+          body: {
+            error: 'not_found',
+            reason: 'no_such_route',
+            message: `No route ${req.method} ${maskSecretPath(req.path)}.`,
+          },
         };
       }
       // Terminus answers a failed readiness check with a 503 whose body is the health report: load
@@ -96,7 +103,11 @@ export class RestExceptionFilter implements ExceptionFilter {
         };
       }
       if (status < HttpStatus.INTERNAL_SERVER_ERROR) {
-        return { status, body: { error: 'invalid_request', reason: 'http_error', message: exception.message } };
+        // The router's and parsers' messages quote the request (`Failed to decode param '…'`).
+        return {
+          status,
+          body: { error: 'invalid_request', reason: 'http_error', message: maskSecretsInEcho(exception.message) },
+        };
       }
     }
     const failure = databaseFailureError(exception);

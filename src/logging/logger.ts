@@ -1,5 +1,6 @@
 import { LoggerService } from '@nestjs/common';
 import pino, { Logger } from 'pino';
+import { scrubSecrets } from './secret-masking';
 
 /**
  * Paths pino censors before a line is written. Handlers never log credentials on purpose; this is
@@ -16,25 +17,19 @@ const REDACT_PATHS = [
   '*.headers.authorization',
   'ticket',
   '*.ticket',
+  'password',
+  '*.password',
+  'cookie',
+  '*.cookie',
+  'headers.cookie',
+  '*.headers.cookie',
+  'headers["set-cookie"]',
+  '*.headers["set-cookie"]',
+  'csrfToken',
+  '*.csrfToken',
+  'codeVerifier',
+  '*.codeVerifier',
 ];
-
-/**
- * Bearer secrets and websocket tickets, wherever they appear inside a string: in a path
- * (`/v1/tokens/alc_…`), a query string, an error message, inside another word or percent-encoded.
- */
-const SECRET_IN_TEXT = /(alc|wst)(_|%5[Ff])[0-9A-Za-z]{8,}/g;
-
-/**
- * A JWT sent as a bearer token (an OAuth access token, or anything else a client tries): base64url
- * segments joined by dots (also percent-encoded), the first one starting with `eyJ` (`{"`). Three
- * segments for a JWS, five for a JWE; empty ones too (an unsigned token), so that no signed part
- * of a token survives, whatever surrounds it.
- */
-const JWT_IN_TEXT = /eyJ[0-9A-Za-z_-]*(?:(?:\.|%2[Ee])[0-9A-Za-z_-]*){2,4}/g;
-
-export function scrubSecrets(text: string): string {
-  return text.replace(SECRET_IN_TEXT, '$1_[REDACTED]').replace(JWT_IN_TEXT, 'eyJ[REDACTED]');
-}
 
 /** Longest SQL text and error message that a logged error keeps. */
 const MAX_LOGGED_SQL = 500;

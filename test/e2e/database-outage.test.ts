@@ -8,6 +8,7 @@ import { PrivateCluster } from '../support/private-cluster';
 import { activeWaits } from '../support/metrics';
 import { RestClient } from '../support/rest';
 import { createMailbox, createToken, ingest, randomSecret } from '../support/test-server';
+import { serverLogger } from '../support/test-logs';
 import { waitFor } from '../support/wait-for';
 
 /** SPEC 8a: no call hangs longer than this while PostgreSQL is unreachable. */
@@ -49,6 +50,7 @@ describe('database outage', () => {
         ALCARTA_KEEPALIVE_SECONDS: '1',
         ALCARTA_SMTP_PORT: 'off',
       },
+      logger: serverLogger('silent'),
     });
     admin = new RestClient(server.url, adminSecret);
     mailboxId = await createMailbox(admin);

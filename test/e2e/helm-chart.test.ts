@@ -208,6 +208,8 @@ describe('Helm chart helm/alcarta and the Dockerfile', () => {
     for (const key of expected) {
       if (key === 'ALCARTA_MIGRATIONS') assert.equal(data[key], 'off', 'the Job migrates');
       else if (key === 'ALCARTA_PUBLIC_URL') assert.equal(data[key], `http://${HOST}`, 'from the ingress host');
+      else if (key === 'ALCARTA_TRUSTED_PROXIES')
+        assert.equal(data[key], 'uniquelocal', 'the ingress pods are trusted');
       else assert.equal(data[key], defaults.get(key), `${key} keeps the default of .env.example`);
     }
 

@@ -8,6 +8,7 @@ import { RestClient } from '../support/rest';
 import { RawSmtp, repliesWith, swaks } from '../support/smtp';
 import { freePort, scrubbed, spawnServer } from '../support/spawned-server';
 import { createMailbox, randomSecret } from '../support/test-server';
+import { serverLogger } from '../support/test-logs';
 import { waitFor } from '../support/wait-for';
 
 /** Opens a session and runs EHLO, MAIL FROM and RCPT TO `to`; returns it ready for DATA. */
@@ -43,6 +44,7 @@ describe('inbound SMTP while the database is down', () => {
         ALCARTA_DB_POOL_SIZE: '5',
         ALCARTA_SMTP_PORT: '0',
       },
+      logger: serverLogger('silent'),
     });
     address = `outage-${randomBytes(3).toString('hex')}@example.com`;
     mailboxId = await createMailbox(new RestClient(server.url, adminSecret), address);

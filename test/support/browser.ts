@@ -1,5 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { chromium, Browser, Page } from 'playwright-core';
+import { chromium, Browser, BrowserContext, Page } from 'playwright-core';
+import { recordConsoleCookies } from './console';
+import { recordingSecrets, recordSecret } from './test-logs';
 
 /** Debian's Chromium, or ALCARTA_TEST_CHROMIUM. */
 export const CHROMIUM = process.env.ALCARTA_TEST_CHROMIUM ?? '/usr/bin/chromium';
@@ -16,7 +18,36 @@ export async function launchChromium(args: string[] = []): Promise<{ browser: Br
     if (process.env[SKIP_VARIABLE] !== '1') throw new Error(`${message}; set ${SKIP_VARIABLE}=1 to skip`);
     return { skip: message };
   }
-  return { browser: await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', ...args] }) };
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', ...args] });
+  if (recordingSecrets) recordSecretsOfContexts(browser);
+  return { browser };
+}
+
+/**
+ * Records the secrets a browser comes to hold (console cookies, approval-link tokens it opens, the
+ * code and state of OpenID Connect callbacks), so that the run's log scan looks for them.
+ */
+function recordSecretsOfContexts(browser: Browser): void {
+  const newContext = browser.newContext.bind(browser);
+  browser.newContext = async (...options: Parameters<Browser['newContext']>): Promise<BrowserContext> => {
+    const context = await newContext(...options);
+    context.on('request', (request) => {
+      const url = new URL(request.url());
+      const link = /^\/console\/links\/([^/]+)$/.exec(url.pathname)?.[1];
+      if (link) recordSecret('approval-link token (browser)', link);
+      if (url.pathname === '/console/sign-in/callback') {
+        recordSecret('OpenID Connect code', url.searchParams.get('code'));
+        recordSecret('OpenID Connect state', url.searchParams.get('state'));
+      }
+    });
+    context.on('response', (response) => {
+      response.headerValues('set-cookie').then(
+        (values) => recordConsoleCookies(values.flatMap((v) => v.split('\n'))),
+        () => undefined, // the page went away first
+      );
+    });
+    return context;
+  };
 }
 
 const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');

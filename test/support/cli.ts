@@ -1,5 +1,7 @@
 import { execFile } from 'node:child_process';
 import path from 'node:path';
+import { secretsIn } from './spawned-server';
+import { recordSecret } from './test-logs';
 
 const CLI = path.join(process.cwd(), 'dist/cli.js');
 
@@ -17,6 +19,8 @@ export function runCli(databaseUrl: string, ...args: string[]): Promise<CliResul
     execFile(process.execPath, [CLI, ...args], { env, timeout: 60_000 }, (err, stdout, stderr) => {
       if (err && typeof err.code !== 'number')
         return reject(new Error(`cli ${args[0]} did not finish: ${err.message}`));
+      // What the CLI prints on purpose (a new token's secret) must never reach a server's log.
+      for (const secret of secretsIn(stdout)) recordSecret('token secret printed by the CLI', secret);
       resolve({ code: err ? (err.code as number) : 0, stdout, stderr });
     });
   });

@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
+import { recordSecret } from './test-logs';
 
 /**
  * A real OpenID provider for tests: `oidc-provider` in this process on a free loopback port, with
@@ -121,6 +122,8 @@ export async function startIdentityProvider({
   };
   const { privateKey } = await generateKeyPair('RS256', { extractable: true });
   const KEY_ID = 'test-idp-key';
+  recordSecret('identity-provider client secret', AGENT_CLIENT.clientSecret);
+  recordSecret('identity-provider client secret', CONSOLE_CLIENT.clientSecret);
   const clientScopes: Record<string, string> = {
     [AGENT_CLIENT.clientId]: AGENT_CLIENT.scope,
     [PERSON_CLIENT.clientId]: PERSON_CLIENT.scope,
@@ -281,10 +284,12 @@ export async function startIdentityProvider({
     const redirect = await authorize(authorizationUrl, accountId, PERSON_CLIENT.redirectUri);
     const code = redirect.searchParams.get('code');
     if (!code) throw new Error(`sign-in refused: ${redirect.search}`);
+    recordSecret('OpenID Connect code', code);
     return code;
   }
 
   async function authorize(authorizationUrl: URL, accountId: string, redirectUri: string): Promise<URL> {
+    recordSecret('OpenID Connect state', authorizationUrl.searchParams.get('state'));
     const cookies = new Map<string, string>();
     let url = authorizationUrl;
     for (let hop = 0; hop < 10; hop++) {
@@ -326,6 +331,7 @@ export async function startIdentityProvider({
     });
     const body = (await res.json()) as { access_token?: string };
     if (res.status !== 200 || !body.access_token) throw new Error(`token request failed: ${JSON.stringify(body)}`);
+    recordSecret('access token (JWT)', body.access_token);
     return body.access_token;
   }
 
@@ -355,6 +361,7 @@ export async function startIdentityProvider({
       ),
     personToken: async (accountId) => {
       const verifier = randomBytes(32).toString('base64url');
+      recordSecret('PKCE code verifier', verifier);
       const authorizationUrl = new URL('/auth', issuer);
       authorizationUrl.search = new URLSearchParams({
         client_id: PERSON_CLIENT.clientId,

@@ -1,3 +1,5 @@
+import { recordSecret } from './test-logs';
+
 export interface RestResponse<T = any> {
   status: number;
   headers: Headers;
@@ -61,6 +63,11 @@ export class RestClient {
     } catch {
       // leave as text
     }
+    const secret = (parsed as { secret?: unknown } | undefined)?.secret;
+    if (typeof secret === 'string') recordSecret('token secret (REST)', secret);
+    // A token secret the test made up by hand (revoked, unknown) is a secret all the same; other
+    // bearer values (ids, garbage) are not recorded: they may rightly appear in a log.
+    if (this.token && /^alc_[0-9A-Za-z]{43,}$/.test(this.token)) recordSecret('bearer token (REST)', this.token);
     return { status: res.status, headers: res.headers, body: parsed as T };
   }
 }

@@ -4,8 +4,10 @@ import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { simpleParser } from 'mailparser';
 import { freePort } from '#app/common/net.js';
 import { REPO_ROOT } from './spawned-server';
+import { recordingSecrets, recordSecret } from './test-logs';
 import { waitFor } from './wait-for';
 
 /** Debian's python3 (the pyenv python3 first on PATH does not see Debian's python3-aiosmtpd). */
@@ -41,6 +43,8 @@ function listening(port: number): Promise<boolean> {
 export class TestSmtpRelay {
   private process: ChildProcess | undefined;
   private output = '';
+  /** Mails whose approval-link tokens are recorded already. */
+  private readonly recorded = new Set<string>();
 
   private constructor(
     readonly port: number,
@@ -112,7 +116,7 @@ export class TestSmtpRelay {
   /** Every message received so far, oldest first. */
   async received(): Promise<ReceivedMail[]> {
     const names = (await readdir(this.dir)).filter((f) => f.endsWith('.json')).sort();
-    return Promise.all(
+    const mails = await Promise.all(
       names.map(async (name) => {
         const record = JSON.parse(await readFile(join(this.dir, name), 'utf8')) as {
           id: string;
@@ -127,6 +131,20 @@ export class TestSmtpRelay {
         };
       }),
     );
+    await Promise.all(mails.map((mail) => this.recordLinkTokens(mail)));
+    return mails;
+  }
+
+  /** The approval-link tokens a mail carries are secrets: the run's log scan looks for them. */
+  private async recordLinkTokens(mail: ReceivedMail): Promise<void> {
+    if (!recordingSecrets || this.recorded.has(mail.id)) return;
+    this.recorded.add(mail.id);
+    const parsed = await simpleParser(mail.raw);
+    for (const [, token] of `${parsed.text ?? ''} ${parsed.html || ''}`.matchAll(
+      /\/console\/links\/([A-Za-z0-9_-]+)/g,
+    )) {
+      recordSecret('approval-link token (mail)', token);
+    }
   }
 
   /** Received messages whose Message-ID header is `messageIdHeader`. */

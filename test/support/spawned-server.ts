@@ -1,7 +1,8 @@
 import { ChildProcess, execFile, spawn } from 'node:child_process';
-import { scrubSecrets } from '#app/logging/logger.js';
+import { scrubSecrets } from '#app/logging/secret-masking.js';
 import { join, resolve } from 'node:path';
 import { freePort } from '#app/common/net.js';
+import { recordSecret, recordSecretSettings, SpawnedServerLog } from './test-logs';
 import { waitFor } from './wait-for';
 
 /** The repository root (this file runs from dist-test/support/). */
@@ -42,6 +43,8 @@ process.on('exit', () => {
  */
 export async function launchServer(env: Record<string, string | undefined>): Promise<SpawnedServer> {
   const port = await freePort();
+  recordSecretSettings({ ...process.env, ...env });
+  const log = SpawnedServerLog.for(env);
   const child = spawn(process.execPath, [join(REPO_ROOT, 'dist', 'main.js')], {
     cwd: REPO_ROOT,
     // A process of its own cannot be handed test DNS records: sender authentication stays off unless a
@@ -53,17 +56,22 @@ export async function launchServer(env: Record<string, string | undefined>): Pro
       ALCARTA_MAIL_AUTH: 'off',
       ALCARTA_SMTP_PORT: 'off',
       ...env,
+      ...log?.env,
     }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   running.add(child);
   let out = '';
   let err = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (err += chunk));
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += log ? log.stdout(child.pid!, chunk) : chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+    log?.stderr(child.pid!, chunk);
+    err += chunk;
+  });
   const exited = new Promise<number | null>((resolveExit) =>
     child.once('close', (code) => {
       running.delete(child);
+      if (log) out += log.end();
       resolveExit(code);
     }),
   );
@@ -119,8 +127,11 @@ export function runCli(
       process.execPath,
       [join(REPO_ROOT, 'dist', 'cli.js'), ...args],
       { cwd: REPO_ROOT, env: childEnv(env), timeout: 60_000 },
-      (error, stdout, stderr) =>
-        resolveRun({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr }),
+      (error, stdout, stderr) => {
+        // What the CLI prints on purpose (a new token's secret) must never reach a server's log.
+        for (const secret of secretsIn(stdout)) recordSecret('token secret printed by the CLI', secret);
+        resolveRun({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr });
+      },
     );
   });
 }

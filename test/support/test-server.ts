@@ -1,10 +1,12 @@
 import { randomBytes } from 'node:crypto';
+import { Logger } from 'pino';
 import { freePort } from '#app/common/net.js';
 import { DnsResolver } from '#app/mail/dns-resolver.js';
 import { startServer, RunningServer } from '#app/server.js';
 import { dnsZone } from './dns-zone';
 import { createTestDatabase, TestDatabase } from './database';
 import { RestClient } from './rest';
+import { recordSecret, recordSecretSettings, serverLogger } from './test-logs';
 
 export interface TestServer {
   url: string;
@@ -19,7 +21,9 @@ export interface TestServer {
 
 export function randomSecret(): string {
   const chars = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
-  return `alc_${[...randomBytes(48)].map((b) => chars[b % 62]).join('')}`;
+  const secret = `alc_${[...randomBytes(48)].map((b) => chars[b % 62]).join('')}`;
+  recordSecret('token secret (randomSecret)', secret);
+  return secret;
 }
 
 /**
@@ -35,26 +39,32 @@ export async function startTestServer(
     ownPublicUrl?: boolean;
     /** DNS for sender authentication (see dns-zone.ts); by default an empty zone: tests never ask the real DNS. */
     dnsResolver?: DnsResolver;
+    /** Where the server logs; by default the run's log file (test-logs.ts), or nowhere at level silent. */
+    logger?: Logger;
   } = {},
 ): Promise<TestServer> {
   const db = options.db ?? (await createTestDatabase());
   const adminToken = options.adminToken ?? randomSecret();
-  const start = async (port: number) =>
-    startServer({
-      overrides: {
-        DATABASE_URL: db.url,
-        PORT: String(port),
-        ...(options.ownPublicUrl && { ALCARTA_PUBLIC_URL: `http://127.0.0.1:${port}` }),
-        ALCARTA_HOST: '127.0.0.1',
-        ALCARTA_BOOTSTRAP_TOKEN: adminToken,
-        ALCARTA_LOG_LEVEL: 'silent',
-        ALCARTA_DB_POOL_SIZE: '5',
-        // Parallel test servers must not all take port 2525: a test that wants SMTP passes '0'.
-        ALCARTA_SMTP_PORT: 'off',
-        ...options.env,
-      },
+  const start = async (port: number) => {
+    const overrides = {
+      DATABASE_URL: db.url,
+      PORT: String(port),
+      ...(options.ownPublicUrl && { ALCARTA_PUBLIC_URL: `http://127.0.0.1:${port}` }),
+      ALCARTA_HOST: '127.0.0.1',
+      ALCARTA_BOOTSTRAP_TOKEN: adminToken,
+      ALCARTA_LOG_LEVEL: 'silent',
+      ALCARTA_DB_POOL_SIZE: '5',
+      // Parallel test servers must not all take port 2525: a test that wants SMTP passes '0'.
+      ALCARTA_SMTP_PORT: 'off',
+      ...options.env,
+    };
+    recordSecretSettings(overrides);
+    return startServer({
+      overrides,
+      logger: options.logger ?? serverLogger(overrides.ALCARTA_LOG_LEVEL),
       dnsResolver: options.dnsResolver ?? dnsZone(),
     });
+  };
   let running: RunningServer | undefined;
   // A port chosen in advance can be taken by another process before the server binds it: choose again.
   for (let attempt = 1; !running; attempt++) {
@@ -95,6 +105,7 @@ export async function createToken(
 ): Promise<{ id: string; secret: string }> {
   const res = await admin.post('/v1/tokens', { name: spec.name ?? 'test token', ...spec });
   if (res.status !== 201) throw new Error(`token creation failed: ${res.status} ${JSON.stringify(res.body)}`);
+  recordSecret('token secret (createToken)', res.body.secret as string);
   return { id: res.body.token_id as string, secret: res.body.secret as string };
 }
 

@@ -1,4 +1,5 @@
 import WebSocket from 'ws';
+import { recordSecret } from './test-logs';
 import { waitFor } from './wait-for';
 
 /** A websocket that the server upgraded: every JSON text frame it sent, pings counted, and its close. */
@@ -28,6 +29,7 @@ export interface RefusedSocket {
  * refusal (read through the client's `unexpected-response` event). Other failures reject.
  */
 export function openSocket(url: string): Promise<OpenedSocket | RefusedSocket> {
+  for (const [ticket] of url.matchAll(/wst_[0-9A-Za-z]+/g)) recordSecret('websocket ticket', ticket);
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(url);
     const frames: any[] = [];

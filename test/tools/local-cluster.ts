@@ -1,6 +1,7 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { freePort, until } from '#app/common/net.js';
+import { recordSecretSettings, SpawnedServerLog } from '../support/test-logs';
 import { NginxProxy, startNginx } from './nginx';
 
 export interface ClusterOptions {
@@ -125,10 +126,22 @@ class ReplicaProcess implements Replica {
 
   async start(): Promise<void> {
     if (this.child) return;
-    const child = spawn(process.execPath, [MAIN], { env: this.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    // In a test run, the replica's whole log goes to the run's log scan (see test/support/test-logs.ts).
+    recordSecretSettings(this.env);
+    const log = SpawnedServerLog.for(this.env);
+    const child = spawn(process.execPath, [MAIN], {
+      env: { ...this.env, ...log?.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     this.child = child;
-    child.stdout?.setEncoding('utf8').on('data', (chunk: string) => this.output(this.index, 'stdout', chunk));
-    child.stderr?.setEncoding('utf8').on('data', (chunk: string) => this.output(this.index, 'stderr', chunk));
+    child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+      const shown = log ? log.stdout(child.pid!, chunk) : chunk;
+      if (shown !== '') this.output(this.index, 'stdout', shown);
+    });
+    child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+      log?.stderr(child.pid!, chunk);
+      this.output(this.index, 'stderr', chunk);
+    });
     this.exited = new Promise((resolve) =>
       child.once('exit', (code) => {
         if (this.child === child) this.child = undefined;

@@ -38,4 +38,15 @@ describe('RateLimiter (token bucket)', () => {
     assert.equal(limiter.take('busy', 1000), undefined);
     assert.equal(limiter.take('busy', 1000), 1, 'busy kept its bucket (it was not reset to a full one)');
   });
+
+  it('takes a burst size of its own, and gives back a token that did not count', () => {
+    const limiter = new RateLimiter(10 / 60, 10);
+    for (let i = 0; i < 10; i++) assert.equal(limiter.take('a', 0), undefined);
+    assert.equal(limiter.take('a', 0), 6, 'one attempt per 6 s after the burst');
+    limiter.refund('a', 0);
+    assert.equal(limiter.take('a', 0), undefined, 'the refunded token');
+    for (let i = 0; i < 20; i++) limiter.refund('b', 0);
+    for (let i = 0; i < 10; i++) assert.equal(limiter.take('b', 0), undefined);
+    assert.equal(limiter.take('b', 0), 6, 'refunds never raise a bucket above its size');
+  });
 });
