@@ -4,6 +4,7 @@ import { IncomingMessage } from 'node:http';
 import { Duplex } from 'node:stream';
 import { WebSocketServer } from 'ws';
 import { AppConfig } from '../config/app-config';
+import { clientFacingError } from '../database/database-errors';
 import { DrainState } from '../lifecycle/drain-state';
 import { ConsumedTicket } from '../waits/persisted-wait.repository';
 import { TicketService } from './ticket.service';
@@ -69,7 +70,8 @@ export class WaitSocketAdapter extends WsAdapter {
       req.ticket = outcome;
       done(true);
     } catch (err) {
-      this.log.error(err instanceof Error ? err : String(err));
+      // An unreachable database is expected news during an outage; anything else is a bug to log.
+      if (clientFacingError(err)?.code !== 'unavailable') this.log.error(err instanceof Error ? err : String(err));
       reply(503, { error: 'unavailable', message: 'The ticket could not be checked; try again.' });
     }
   }

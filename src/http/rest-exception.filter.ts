@@ -5,7 +5,7 @@ import { AlcartaError, ErrorCode } from '../common/errors';
 import { insufficientScopeChallenge, unauthorizedChallenge } from '../auth/protected-resource-metadata';
 import { AppConfig } from '../config/app-config';
 import { databaseFailureError } from '../database/database-errors';
-import { jsonRpcError, SERVER_ERROR } from '../mcp/json-rpc';
+import { isMcpPath, refusalOf, SERVER_ERROR } from '../mcp/json-rpc';
 
 const STATUS: Record<ErrorCode, HttpStatus> = {
   invalid_request: HttpStatus.BAD_REQUEST,
@@ -56,13 +56,13 @@ export class RestExceptionFilter implements ExceptionFilter {
     if (status === HttpStatus.TOO_MANY_REQUESTS)
       res.setHeader('Retry-After', String(Number(body.retry_after_seconds ?? 1)));
     if (
-      req.path === '/mcp' &&
+      isMcpPath(req.path) &&
       (status === HttpStatus.SERVICE_UNAVAILABLE ||
         status === HttpStatus.TOO_MANY_REQUESTS ||
         status === HttpStatus.INTERNAL_SERVER_ERROR)
     ) {
       const code = JSONRPC_CODE[status] ?? JsonRpcErrorCode.InternalError;
-      res.status(status).json(jsonRpcError(null, code, String(body.message ?? body.error), body));
+      res.status(status).json(refusalOf(req.body, code, String(body.message ?? body.error), body));
       return;
     }
     res.status(status).json(body);
