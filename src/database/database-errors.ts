@@ -11,10 +11,9 @@ import { AlcartaError } from '../common/errors';
  *    too many bind parameters) → 400 invalid_request.
  * Anything else is a bug of ours and stays a 500 (logged without query parameters).
  *
- * A connection lost mid-call never leaves a committed change behind an error answer that the
- * client could take for "nothing happened" without a reason: either the transaction did not
- * commit, or (a connection lost during COMMIT itself) the outcome is unknown, which `unavailable`
- * with a retry covers for every idempotent read and leaves a duplicate at worst for a create.
+ * A success is only ever answered after COMMIT returned. A connection lost during COMMIT itself
+ * leaves the outcome unknown: the change may be stored although the answer is `unavailable`, and a
+ * client that retries a create may then make a second one.
  */
 export type DatabaseFailure = 'unavailable' | 'invalid_input';
 

@@ -10,7 +10,7 @@ import { AlcartaError } from '../common/errors';
 export const SERVER_ERROR = -32000;
 
 /** The endpoint's path; Express also routes it with other letter cases and a trailing slash. */
-export const MCP_PATH = '/mcp';
+const MCP_PATH = '/mcp';
 
 /** Whether `path` is the MCP endpoint, as Express routes it: its refusals are JSON-RPC error bodies. */
 export function isMcpPath(path: string): boolean {

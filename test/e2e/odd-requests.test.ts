@@ -137,6 +137,32 @@ describe('odd requests', () => {
     assert.ok(Array.isArray(JSON.parse(rest.body).mailboxes));
   });
 
+  it('serves many offers in a row on one connection, pipelined', async () => {
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning);
+    process.on('warning', onWarning);
+    try {
+      const count = 15;
+      const requests = Array.from(
+        { length: count },
+        (_, i) =>
+          `GET /health/live HTTP/1.1\r\nHost: ${host}\r\n` +
+          `${i === count - 1 ? WEBSOCKET_OFFER.replace('Connection: Upgrade', 'Connection: Upgrade, close') : WEBSOCKET_OFFER}\r\n`,
+      );
+      const answers = responses(await rawHttp(server.url, requests));
+      assert.deepEqual(
+        answers.map((a) => a.status),
+        Array.from({ length: count }, () => 200),
+      );
+    } finally {
+      process.off('warning', onWarning);
+    }
+    assert.deepEqual(
+      warnings.map((w) => `${w.name}: ${w.message}`),
+      [],
+    );
+  });
+
   it('answers an h2c upgrade offer (what curl --http2 sends) over HTTP/1.1', async () => {
     // The /mcp answer (an SSE stream) asks to keep the connection: the last request closes it.
     const [mcp, health] = responses(
