@@ -6,10 +6,10 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { Client as PgClient } from 'pg';
-import { RunningServer, startServer } from '#app/server.js';
 import { MODERN } from '../support/mcp-2026';
 import { PrivateCluster } from '../support/private-cluster';
 import { RestClient } from '../support/rest';
+import { spawnServer, SpawnedServer } from '../support/spawned-server';
 import { startTask } from '../support/tasks';
 import { createMailbox, createToken, ingest, randomSecret } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
@@ -145,7 +145,7 @@ class Tally {
  */
 describe('database restarts under load', () => {
   let cluster: PrivateCluster;
-  let server: RunningServer;
+  let server: SpawnedServer;
   let mailboxId: string;
   let messageId: string;
   let agentSecret: string;
@@ -153,19 +153,15 @@ describe('database restarts under load', () => {
 
   before(async () => {
     cluster = await PrivateCluster.create();
-    server = await startServer({
-      overrides: {
-        DATABASE_URL: cluster.url,
-        PORT: '0',
-        ALCARTA_HOST: '127.0.0.1',
-        ALCARTA_BOOTSTRAP_TOKEN: adminSecret,
-        ALCARTA_LOG_LEVEL: 'silent',
-        ALCARTA_DB_POOL_SIZE: '5',
-        ALCARTA_SMTP_PORT: 'off',
-        ALCARTA_RATE_LIMIT_PER_SECOND: '0',
-        // Task-augmented waits pile up while PostgreSQL is down; the cap is not what this test is about.
-        ALCARTA_MAX_ACTIVE_TASKS_PER_TOKEN: '10000',
-      },
+    // A process of its own: the agents' clients and the server do not share one event loop.
+    server = await spawnServer({
+      DATABASE_URL: cluster.url,
+      ALCARTA_BOOTSTRAP_TOKEN: adminSecret,
+      ALCARTA_LOG_LEVEL: 'silent',
+      ALCARTA_DB_POOL_SIZE: '5',
+      ALCARTA_RATE_LIMIT_PER_SECOND: '0',
+      // Task-augmented waits pile up while PostgreSQL is down; the cap is not what this test is about.
+      ALCARTA_MAX_ACTIVE_TASKS_PER_TOKEN: '10000',
     });
     const admin = new RestClient(server.url, adminSecret);
     mailboxId = await createMailbox(admin);
@@ -176,7 +172,7 @@ describe('database restarts under load', () => {
   });
 
   after(async () => {
-    await server?.close();
+    await server?.stop();
     await cluster?.remove();
   });
 
