@@ -15,8 +15,8 @@ const OFFER_HEADERS = new Set(['upgrade', 'http2-settings']);
  * the HTTP parser. So the request is handed back to the server as a new connection whose first
  * bytes are its head without the offer, followed by what the client sent after the head (a body):
  * Node's own parser, limits, body handling and keep-alive serve it like any request, and a later
- * request on the connection may still upgrade. (Node 24.9 has `shouldUpgradeCallback` for this;
- * the Node 22 line that Alcarta supports does not.)
+ * request on the connection may still upgrade. (Node 24.9 added the server option
+ * `shouldUpgradeCallback` for this; the Node versions Alcarta supports reach back before it.)
  */
 export function serveDeclinedUpgrade(server: Server, req: IncomingMessage, socket: Duplex, head: Buffer): void {
   // A request pipelined behind one whose response is still being written: Node hands the upgrade

@@ -15,7 +15,7 @@ import { waitFor } from '../support/wait-for';
 const DECLARES_EVENTS = { extensions: { 'io.modelcontextprotocol/events': {} } };
 
 /**
- * SPEC 14 "No internal errors under database faults", one path at a time: the connection of a
+ * No internal errors under database faults, one path at a time: the connection of a
  * call is terminated by PostgreSQL (pg_terminate_backend, as in a restart or failover) while the
  * call is in the middle of its statement, after authentication. The test holds a lock on the table
  * the statement needs, waits until the server's session is blocked on it, and terminates that

@@ -18,7 +18,7 @@ import { waitFor } from '../support/wait-for';
 const MIN_CALLS = 1000;
 /** Successful calls between two faults, so every fault meets a server that had recovered. */
 const CALLS_BETWEEN_FAULTS = 120;
-/** No call may take longer (SPEC: nothing hangs during an outage); the SDK's own timeout is 60 s. */
+/** No call may take longer (nothing hangs during an outage); the SDK's own timeout is 60 s. */
 const CALL_TIMEOUT_MS = 10_000;
 
 /** An HTTP error answer of /mcp, as the client's fetch saw it. */
@@ -138,7 +138,7 @@ class Tally {
 }
 
 /**
- * SPEC 14 "No internal errors under database faults": agents keep calling while PostgreSQL is
+ * No internal errors under database faults: agents keep calling while PostgreSQL is
  * restarted (fast), stopped at once (immediate, then crash recovery) and has its sessions
  * terminated. Every call answers a result, the `unavailable` tool error or HTTP 503 with
  * Retry-After and a JSON-RPC body; never -32603 or a 500. What answered success is in the database.

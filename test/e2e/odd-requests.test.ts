@@ -75,7 +75,7 @@ const WEBSOCKET_OFFER =
 const H2C_OFFER = 'Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n';
 
 /**
- * SPEC 14 "Odd requests": an `Upgrade` header on a path that is not a websocket endpoint is
+ * Odd requests: an `Upgrade` header on a path that is not a websocket endpoint is
  * ignored and the request answered normally over HTTP/1.1 (raw sockets and a real `curl --http2`),
  * while the websocket endpoint works as before; and the JSON-RPC error bodies of /mcp's HTTP
  * refusals carry the request's id whenever the body could be parsed.
