@@ -2,6 +2,8 @@ import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@n
 import { Response } from 'express';
 import { AlcartaError } from '../common/errors';
 import { AppConfig } from '../config/app-config';
+import { clientFacingError } from '../database/database-errors';
+import { RETRY_AFTER_SECONDS } from '../http/rest-exception.filter';
 import { clearSessionCookie } from './console-cookie';
 import {
   ConsoleCsrfRefused,
@@ -78,6 +80,14 @@ export class ConsoleExceptionFilter implements ExceptionFilter {
     }
     if (error instanceof HttpException && error.getStatus() === 404) {
       this.page(res, 404, { title: 'Not found', text: 'There is nothing here that you can see.' });
+      return;
+    }
+    if (clientFacingError(error)?.code === 'unavailable') {
+      res.setHeader('Retry-After', String(RETRY_AFTER_SECONDS));
+      this.page(res, 503, {
+        title: 'Try again in a moment',
+        text: 'The console cannot reach its database right now. Reload the page in a few seconds.',
+      });
       return;
     }
     this.logger.error(error instanceof Error ? (error.stack ?? error.message) : String(error));

@@ -24,10 +24,23 @@ type ConnectCallback = (
  * pg's Client with its own connect timeout. pg-pool hands every client the pool's options, whose
  * `connectionTimeoutMillis` is the pool's queue bound (POOL_QUEUE_TIMEOUT_MS); pg's Client
  * timer on the same option, set here, destroys a socket that has not finished connecting.
+ *
+ * It also lets go of a session as soon as PostgreSQL ends it. A terminated session (a fast
+ * shutdown, a restart, pg_terminate_backend, a failover tool) gets a FATAL error, and its socket
+ * closes only when the backend has exited, milliseconds later. Meanwhile pg still calls the client
+ * queryable: released to the pool after the failed statement, it would be handed to the next
+ * caller, whose statement then fails too ("Connection terminated unexpectedly"). Ended at once,
+ * the client is dropped by the pool on release.
  */
 class ConnectBoundedClient extends Client {
   constructor(config: ClientConfig = {}) {
     super({ ...config, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+    // After connecting, so pg's own handler (registered by connect()) fails the statement first.
+    this.once('connect', () =>
+      this.connection.on('errorMessage', (message: { severity?: string }) => {
+        if (message.severity === 'FATAL' || message.severity === 'PANIC') this.end().catch(() => undefined);
+      }),
+    );
   }
 }
 

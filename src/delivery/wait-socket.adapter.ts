@@ -1,9 +1,11 @@
 import { INestApplicationContext, Logger } from '@nestjs/common';
 import { WsAdapter } from '@nestjs/platform-ws';
-import { IncomingMessage } from 'node:http';
+import { createServer, IncomingMessage, Server } from 'node:http';
 import { Duplex } from 'node:stream';
 import { WebSocketServer } from 'ws';
 import { AppConfig } from '../config/app-config';
+import { clientFacingError } from '../database/database-errors';
+import { serveDeclinedUpgrade } from '../http/declined-upgrade';
 import { DrainState } from '../lifecycle/drain-state';
 import { ConsumedTicket } from '../waits/persisted-wait.repository';
 import { TicketService } from './ticket.service';
@@ -22,18 +24,57 @@ const REFUSAL_STATUS = { ticket_invalid: 401, ticket_consumed: 410, ticket_expir
  * HTTP status and a JSON body (SPEC §4) instead of a socket. The ticket is consumed by the one
  * conditional UPDATE in the database, so of many racing connections exactly one is upgraded, on
  * whichever replica they land. Malformed handshakes are answered in JSON too, and consume nothing.
+ * Upgrade offers on other paths are served as plain HTTP requests.
  */
 export class WaitSocketAdapter extends WsAdapter {
   private readonly log = new Logger(WaitSocketAdapter.name);
   private readonly tickets: TicketService;
   private readonly config: AppConfig;
   private readonly drain: DrainState;
+  private readonly upgradeListeners = new Map<Server, (req: IncomingMessage, socket: Duplex, head: Buffer) => void>();
 
   constructor(app: INestApplicationContext) {
     super(app);
     this.tickets = app.get(TicketService);
     this.config = app.get(AppConfig);
     this.drain = app.get(DrainState);
+  }
+
+  /**
+   * Nest's adapter destroys the socket of every upgrade request for a path without a websocket
+   * server: `Upgrade: websocket` on /mcp, or `Upgrade: h2c` (curl --http2) anywhere, got an empty
+   * reply. Here upgrades are taken for the websocket paths only; any other request is served as
+   * the plain HTTP/1.1 request it also is (serveDeclinedUpgrade).
+   */
+  protected override ensureHttpServerExists(port: number, httpServer: Server = createServer()): Server | undefined {
+    if (this.httpServersRegistry.has(port)) return undefined;
+    this.httpServersRegistry.set(port, httpServer);
+    const listener = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+      const wsServer = this.websocketAt(port, req.url);
+      if (wsServer) wsServer.handleUpgrade(req, socket, head, (ws) => wsServer.emit('connection', ws, req));
+      else serveDeclinedUpgrade(httpServer, req, socket, head);
+    };
+    httpServer.on('upgrade', listener);
+    this.upgradeListeners.set(httpServer, listener);
+    return httpServer;
+  }
+
+  override async dispose(): Promise<void> {
+    for (const [server, listener] of this.upgradeListeners) server.off('upgrade', listener);
+    this.upgradeListeners.clear();
+    await super.dispose();
+  }
+
+  /** The websocket server for the path of `url` on `port`, if there is one. */
+  private websocketAt(port: number, url: string | undefined): WebSocketServer | undefined {
+    let pathname: string;
+    try {
+      pathname = new URL(url ?? '/', 'http://localhost').pathname;
+    } catch {
+      return undefined;
+    }
+    const servers = (this.wsServersRegistry.get(port) ?? []) as Array<WebSocketServer & { path: string }>;
+    return servers.find((s) => s.path === pathname);
   }
 
   override create(port: number, options: Record<string, unknown> = {}): WebSocketServer {
@@ -69,7 +110,8 @@ export class WaitSocketAdapter extends WsAdapter {
       req.ticket = outcome;
       done(true);
     } catch (err) {
-      this.log.error(err instanceof Error ? err : String(err));
+      // An unreachable database is expected news during an outage; anything else is a bug to log.
+      if (clientFacingError(err)?.code !== 'unavailable') this.log.error(err instanceof Error ? err : String(err));
       reply(503, { error: 'unavailable', message: 'The ticket could not be checked; try again.' });
     }
   }

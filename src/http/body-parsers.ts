@@ -2,7 +2,7 @@ import { ErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import express, { NextFunction, Request, RequestHandler, Response } from 'express';
 import { findJsonProblem, invalidCharacters, MAX_JSON_DEPTH } from '../common/text-safety';
 import { AppConfig } from '../config/app-config';
-import { jsonRpcError } from '../mcp/json-rpc';
+import { isMcpPath, refusalOf } from '../mcp/json-rpc';
 
 const INGEST_PATH = /^\/v1\/mailboxes\/[^/]+\/messages\/?$/;
 
@@ -40,7 +40,7 @@ export function bodyParsers(config: AppConfig): RequestHandler {
 }
 
 function inspect(req: Request, res: Response, next: NextFunction): void {
-  const mcp = req.path === '/mcp';
+  const mcp = isMcpPath(req.path);
   const body: unknown = req.body;
   const problem =
     typeof body === 'object' && body !== null && !Buffer.isBuffer(body)
@@ -49,7 +49,7 @@ function inspect(req: Request, res: Response, next: NextFunction): void {
   if (problem?.kind === 'too_deep') {
     const message = `The request body nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels.`;
     if (mcp) {
-      res.status(400).json(jsonRpcError(null, ErrorCode.InvalidRequest, `Invalid Request: ${message}`));
+      res.status(400).json(refusalOf(body, ErrorCode.InvalidRequest, `Invalid Request: ${message}`));
       return;
     }
     res.status(400).json({ error: 'invalid_request', reason: 'too_deeply_nested', message });
@@ -77,10 +77,11 @@ function reject(req: Request, res: Response, err: BodyParserError): void {
     : malformed
       ? 'The request body is not valid JSON.'
       : 'The request body could not be read.';
-  if (req.path === '/mcp') {
+  if (isMcpPath(req.path)) {
+    // Nothing was parsed: no id to answer to.
     const error = malformed
-      ? jsonRpcError(null, ErrorCode.ParseError, 'Parse error')
-      : jsonRpcError(null, ErrorCode.InvalidRequest, message);
+      ? refusalOf(undefined, ErrorCode.ParseError, 'Parse error')
+      : refusalOf(undefined, ErrorCode.InvalidRequest, message);
     res.status(status).json(error);
     return;
   }

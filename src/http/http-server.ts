@@ -84,6 +84,8 @@ class UnreadResponseGuard {
     private readonly limitMs: number,
   ) {
     server.on('connection', (socket: Socket) => {
+      // A connection handed back to the server after a declined upgrade (serveDeclinedUpgrade) is watched already.
+      if (this.sockets.has(socket)) return;
       this.sockets.set(socket, { pending: 0, since: 0 });
       socket.once('close', () => this.sockets.delete(socket));
     });

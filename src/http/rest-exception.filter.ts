@@ -6,7 +6,7 @@ import { insufficientScopeChallenge, unauthorizedChallenge } from '../auth/prote
 import { AppConfig } from '../config/app-config';
 import { databaseFailureError } from '../database/database-errors';
 import { maskSecretPath, maskSecretsInEcho } from '../logging/secret-masking';
-import { jsonRpcError, SERVER_ERROR } from '../mcp/json-rpc';
+import { isMcpPath, refusalOf, SERVER_ERROR } from '../mcp/json-rpc';
 
 const STATUS: Record<ErrorCode, HttpStatus> = {
   invalid_request: HttpStatus.BAD_REQUEST,
@@ -53,7 +53,7 @@ export class RestExceptionFilter implements ExceptionFilter {
       const tokenSent = /^Bearer\s+\S/i.test(req.headers.authorization ?? '');
       res.setHeader(
         'WWW-Authenticate',
-        unauthorizedChallenge(this.config, tokenSent, req.path === '/mcp' ? 'mcp' : 'rest'),
+        unauthorizedChallenge(this.config, tokenSent, isMcpPath(req.path) ? 'mcp' : 'rest'),
       );
     }
     if (status === HttpStatus.FORBIDDEN && body.reason === 'missing_scope' && Array.isArray(body.required_scopes)) {
@@ -64,13 +64,13 @@ export class RestExceptionFilter implements ExceptionFilter {
     if (status === HttpStatus.TOO_MANY_REQUESTS)
       res.setHeader('Retry-After', String(Number(body.retry_after_seconds ?? 1)));
     if (
-      req.path === '/mcp' &&
+      isMcpPath(req.path) &&
       (status === HttpStatus.SERVICE_UNAVAILABLE ||
         status === HttpStatus.TOO_MANY_REQUESTS ||
         status === HttpStatus.INTERNAL_SERVER_ERROR)
     ) {
       const code = JSONRPC_CODE[status] ?? JsonRpcErrorCode.InternalError;
-      res.status(status).json(jsonRpcError(null, code, String(body.message ?? body.error), body));
+      res.status(status).json(refusalOf(req.body, code, String(body.message ?? body.error), body));
       return;
     }
     res.status(status).json(body);

@@ -1,7 +1,7 @@
 import { NextFunction, Request, RequestHandler, Response } from 'express';
 import { AppConfig } from '../config/app-config';
+import { isMcpPath } from './json-rpc';
 
-const MCP_PATH = '/mcp';
 const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
 
 /** What a browser page may send to /mcp: the bearer header and the Streamable HTTP headers. */
@@ -40,8 +40,7 @@ export function mcpBrowserAccess(config: AppConfig): RequestHandler {
   };
 
   return (req: Request, res: Response, next: NextFunction) => {
-    // Express routes match case-insensitively and with a trailing slash: so must this check.
-    if (req.path.toLowerCase().replace(/\/+$/, '') !== MCP_PATH) return next();
+    if (!isMcpPath(req.path)) return next();
     const origin = req.headers.origin;
     res.vary('Origin');
     if (origin === undefined) {

@@ -12,7 +12,7 @@ import { AppConfig } from '../config/app-config';
 import { BlockingCallResponder } from './blocking-call.responder';
 import { CallCancellations } from './call-cancellations';
 import { McpServerFactory } from './mcp-server.factory';
-import { jsonRpcError, SERVER_ERROR } from './json-rpc';
+import { jsonRpcError, refusalOf, SERVER_ERROR } from './json-rpc';
 import { ModernMcpEndpoint } from './modern/modern-mcp.endpoint';
 import {
   isModernRequest,
@@ -46,8 +46,8 @@ export class McpEndpoint {
       res
         .status(400)
         .json(
-          jsonRpcError(
-            null,
+          refusalOf(
+            req.body,
             SERVER_ERROR,
             `Bad Request: Unsupported protocol version (supported versions: ${SUPPORTED_REVISIONS.join(', ')})`,
           ),

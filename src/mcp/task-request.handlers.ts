@@ -2,7 +2,6 @@ import { Injectable } from '@nestjs/common';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import {
   CancelTaskRequestSchema,
-  ErrorCode,
   GetTaskPayloadRequestSchema,
   GetTaskRequestSchema,
   ListTasksRequestSchema,
@@ -10,9 +9,10 @@ import {
   RELATED_TASK_META_KEY,
 } from '@modelcontextprotocol/sdk/types.js';
 import { Caller } from '../auth/caller';
-import { AlcartaError } from '../common/errors';
 import { AppConfig } from '../config/app-config';
+import { clientFacingError } from '../database/database-errors';
 import { TaskService } from '../tasks/task.service';
+import { protocolErrorOf } from './json-rpc';
 import { progressNotifier, withProgress } from './progress';
 
 /**
@@ -58,16 +58,16 @@ export class TaskRequestHandlers {
 
 /**
  * Task operations report problems as JSON-RPC errors (MCP 2025-11-25 "Error Handling"): an unknown
- * task (or another token's), a bad cursor, cancelling a finished task → -32602.
+ * task (or another token's), a bad cursor, cancelling a finished task → -32602; the database
+ * unreachable or the replica shutting down → -32000 (protocolErrorOf).
  */
 async function protocolErrors<T>(run: () => Promise<T>): Promise<T> {
   try {
     return await run();
   } catch (err) {
-    if (err instanceof AlcartaError) {
-      const code = err.code === 'unavailable' ? ErrorCode.InternalError : ErrorCode.InvalidParams;
-      throw new McpError(code, err.message, err.toBody());
-    }
-    throw err;
+    const known = clientFacingError(err);
+    if (!known) throw err;
+    const { code, message, data } = protocolErrorOf(known);
+    throw new McpError(code, message, data);
   }
 }

@@ -5,8 +5,9 @@ import { z } from 'zod';
 import { Caller } from '../auth/caller';
 import { AlcartaError, invalidRequest } from '../common/errors';
 import { assertStorableJson } from '../common/text-safety';
-import { databaseFailureError } from '../database/database-errors';
+import { clientFacingError } from '../database/database-errors';
 import { TaskService, TaskView } from '../tasks/task.service';
+import { protocolErrorOf } from './json-rpc';
 import { ProtocolRevision, TASKS_REVISION } from './protocol-revision';
 import { TOOL_PROVIDERS, ToolContext, ToolDefinition, ToolProvider } from './tool-definition';
 
@@ -108,7 +109,11 @@ export class ToolCatalog {
     return started instanceof AlcartaError ? { result: failure(started) } : { task: started };
   }
 
-  /** Starts the tool's task; a mistake the plain call would report comes back as its AlcartaError. */
+  /**
+   * Starts the tool's task; a mistake the plain call would report comes back as its AlcartaError.
+   * An unavailable database is no mistake of the call, and there is no task to hold it (it could
+   * not be stored either): a JSON-RPC error (-32000) that says to retry.
+   */
   private async startTask(
     definition: ToolDefinition,
     rawArgs: unknown,
@@ -118,7 +123,12 @@ export class ToolCatalog {
     try {
       return await definition.task!(parseArguments(definition, rawArgs ?? {}), ctx, ttlMs);
     } catch (err) {
-      if (err instanceof AlcartaError) return err;
+      const known = clientFacingError(err);
+      if (known?.code === 'unavailable') {
+        const { code, message, data } = protocolErrorOf(known);
+        throw new McpError(code, message, data);
+      }
+      if (known) return known;
       this.logger.error(err instanceof Error ? err : String(err));
       throw new McpError(ErrorCode.InternalError, 'Internal error');
     }
@@ -144,10 +154,9 @@ export class ToolCatalog {
       const args = parseArguments(entry.definition, rawArgs ?? {});
       return success(await entry.definition.handle(args, ctx));
     } catch (err) {
-      if (err instanceof AlcartaError) return failure(err);
-      // The database went away (or refused a value) during the call: a tool error saying so.
-      const database = databaseFailureError(err);
-      if (database) return failure(database);
+      // A mistake of the call, or the database going away (or refusing a value) during it.
+      const known = clientFacingError(err);
+      if (known) return failure(known);
       this.logger.error(err instanceof Error ? err : String(err));
       throw new McpError(ErrorCode.InternalError, 'Internal error');
     }

@@ -3,6 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { RunningServer, startServer } from '#app/server.js';
+import { postSignIn } from '../support/console';
 import { connectMcp, rawMcp } from '../support/mcp';
 import { PrivateCluster } from '../support/private-cluster';
 import { activeWaits } from '../support/metrics';
@@ -81,6 +82,13 @@ describe('database outage', () => {
     });
     await waitFor('the wait to park', async () => (await activeWaits(server.url, 'message')) === 1);
 
+    const signedIn = await postSignIn(server.url, adminSecret);
+    assert.equal(signedIn.status, 303, 'signed in to the console');
+    const session = signedIn.headers
+      .getSetCookie()
+      .map((c) => c.split(';')[0])
+      .join('; ');
+
     await cluster.stop();
 
     const rest = await quickly('REST during the outage', () => admin.get('/v1/mailboxes'));
@@ -109,8 +117,20 @@ describe('database outage', () => {
       const mcp = await quickly(`/mcp ${body.method} during the outage`, () => rawMcp(server.url, agentSecret, body));
       assert.equal(mcp.status, 503, mcp.text);
       assert.equal(mcp.json?.jsonrpc, '2.0', mcp.text);
+      assert.equal(mcp.json?.id, body.id, `the request's id: ${mcp.text}`);
       assert.equal(typeof mcp.json?.error?.code, 'number', mcp.text);
       assert.ok(Number(mcp.headers.get('retry-after')) > 0, 'Retry-After on /mcp');
+    }
+
+    // The console answers people: a page that says to retry, with Retry-After, never a 500.
+    for (const [what, answer] of [
+      ['a console page', () => fetch(`${server.url}/console`, { headers: { cookie: session }, redirect: 'manual' })],
+      ['a console sign-in', () => postSignIn(server.url, adminSecret)],
+    ] as const) {
+      const res = await quickly(`${what} during the outage`, answer);
+      assert.equal(res.status, 503, `${what}: ${res.status}`);
+      assert.ok(Number(res.headers.get('retry-after')) > 0, `${what}: Retry-After`);
+      assert.match(await res.text(), /Try again in a moment/);
     }
 
     assert.equal(await quickly('/metrics during the outage', metricsUp), '0');

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { ErrorCode } from '@modelcontextprotocol/sdk/types.js';
+import { SERVER_ERROR } from '#app/mcp/json-rpc.js';
 import { createTestDatabase, TestDatabase } from '../support/database';
 import { callOk, connectMcp, streamMcp } from '../support/mcp';
 import { activeWaits } from '../support/metrics';
@@ -104,7 +104,7 @@ describe('MCP Tasks across server processes', () => {
     const answer = messages.find((m) => m.id === 31);
     assert.ok(answer, `D answered the blocked call before it exited: ${JSON.stringify(messages)}`);
     assert.equal(answer.result, undefined, 'no result: the task has none yet');
-    assert.equal(answer.error.code, ErrorCode.InternalError);
+    assert.equal(answer.error.code, SERVER_ERROR, 'a replica shutting down is -32000 (retry), not an internal error');
     assert.equal(answer.error.data.reason, 'shutting_down');
     assert.equal(await taskStatus(task.taskId), 'working', 'the shutdown did not end the task');
     assert.equal((await survivor.client.experimental.tasks.getTask(task.taskId)).status, 'working');

@@ -4,9 +4,10 @@ import type { Server } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import { TERMINAL_STATES } from '../../approvals/approval-request.entity';
 import { Caller } from '../../auth/caller';
-import { AlcartaError } from '../../common/errors';
 import { AppConfig } from '../../config/app-config';
+import { clientFacingError } from '../../database/database-errors';
 import { EventFeedService, FeedPage, MAX_FEED_PAGE, PageOptions } from '../../waits/event-feed.service';
+import { protocolErrorOf } from '../json-rpc';
 import { clientCapabilities, declaresExtension, ModernExtension } from './modern-extension';
 
 /**
@@ -188,13 +189,18 @@ function requireDeclared(envelope: object | undefined): void {
   }
 }
 
-/** Errors a caller can fix (a bad cursor, an invisible mailbox) are -32602 with Alcarta's error body. */
+/**
+ * Errors a caller can fix (a bad cursor, an invisible mailbox) are -32602 with Alcarta's error body;
+ * an unreachable database is -32000 with it (protocolErrorOf).
+ */
 async function answered(page: Promise<FeedPage>): Promise<FeedPage> {
   try {
     return await page;
   } catch (err) {
-    if (err instanceof AlcartaError && ['invalid_request', 'not_found', 'limit_exceeded'].includes(err.code)) {
-      throw invalidParams(err.message, err.toBody());
+    const known = clientFacingError(err);
+    if (known && ['invalid_request', 'not_found', 'limit_exceeded', 'unavailable'].includes(known.code)) {
+      const { code, message, data } = protocolErrorOf(known);
+      throw new ProtocolError(code, message, data);
     }
     throw err;
   }

@@ -11,10 +11,11 @@ import { z } from 'zod';
 import { Caller } from '../../auth/caller';
 import { AlcartaError } from '../../common/errors';
 import { AppConfig } from '../../config/app-config';
+import { clientFacingError } from '../../database/database-errors';
 import { TERMINAL_TASK_STATUSES } from '../../tasks/task.entity';
 import { TaskService, TaskSnapshot } from '../../tasks/task.service';
 import { SSE_HEADERS } from '../blocking-call.responder';
-import { jsonRpcError } from '../json-rpc';
+import { jsonRpcError, protocolErrorOf } from '../json-rpc';
 import { SERVER_INFO } from '../server-identity';
 import { clientCapabilities, declaresExtension } from './modern-extension';
 import { ModernRequestClassifier } from './modern-request-classifier';
@@ -101,6 +102,8 @@ export class TaskSubscriptions {
         if (snapshot) honored.push(snapshot);
       }
     } catch (err) {
+      // Nothing is written yet: an unreachable database is the HTTP 503 every other request gets.
+      if (clientFacingError(err)?.code === 'unavailable') throw err;
       res.status(200).json(this.failure(subscriptionId, err));
       return;
     }
@@ -144,11 +147,17 @@ export class TaskSubscriptions {
     if (!res.writableEnded && !res.destroyed) res.end(`event: message\ndata: ${JSON.stringify(end)}\n\n`);
   }
 
-  /** A subscription that could not be served: -32603, with Alcarta's error body when there is one. */
+  /**
+   * A subscription that could not be served, with Alcarta's error body when there is one: -32000
+   * when the database became unreachable (retry), else -32603.
+   */
   private failure(subscriptionId: RequestId, err: unknown): object {
-    if (err instanceof AlcartaError) {
-      return jsonRpcError(subscriptionId, ProtocolErrorCode.InternalError, err.message, err.toBody());
+    const known = clientFacingError(err);
+    if (known?.code === 'unavailable') {
+      const { code, message, data } = protocolErrorOf(known);
+      return jsonRpcError(subscriptionId, code, message, data);
     }
+    if (known) return jsonRpcError(subscriptionId, ProtocolErrorCode.InternalError, known.message, known.toBody());
     this.logger.error(err);
     return jsonRpcError(subscriptionId, ProtocolErrorCode.InternalError, 'Internal error');
   }

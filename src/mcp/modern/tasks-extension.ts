@@ -1,10 +1,11 @@
 import { Injectable } from '@nestjs/common';
-import { MissingRequiredClientCapabilityError, ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/server';
+import { MissingRequiredClientCapabilityError, ProtocolError } from '@modelcontextprotocol/server';
 import type { Server, ServerContext } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import { Caller } from '../../auth/caller';
-import { AlcartaError } from '../../common/errors';
+import { clientFacingError } from '../../database/database-errors';
 import { TaskService, TaskSnapshot, TaskView } from '../../tasks/task.service';
+import { protocolErrorOf } from '../json-rpc';
 import { clientCapabilities, declaresExtension, ModernExtension, requiredExtension } from './modern-extension';
 
 export const TASKS_EXTENSION_ID = 'io.modelcontextprotocol/tasks';
@@ -112,7 +113,8 @@ export class TasksExtension implements ModernExtension {
 
   /**
    * A tasks/* request of a client that did not declare the extension on it: -32021. Task problems
-   * are JSON-RPC errors: an unknown task (or another token's) -32602, a restarting server -32603.
+   * are JSON-RPC errors: an unknown task (or another token's) -32602; the database unreachable or
+   * the replica shutting down -32000 (protocolErrorOf).
    */
   private async serve<T>(ctx: ServerContext, run: () => Promise<T>): Promise<T> {
     if (!declaresExtension(clientCapabilities(ctx.mcpReq.envelope), TASKS_EXTENSION_ID)) {
@@ -124,11 +126,10 @@ export class TasksExtension implements ModernExtension {
     try {
       return await run();
     } catch (err) {
-      if (err instanceof AlcartaError) {
-        const code = err.code === 'not_found' ? ProtocolErrorCode.InvalidParams : ProtocolErrorCode.InternalError;
-        throw new ProtocolError(code, err.message, err.toBody());
-      }
-      throw err;
+      const known = clientFacingError(err);
+      if (!known) throw err;
+      const { code, message, data } = protocolErrorOf(known);
+      throw new ProtocolError(code, message, data);
     }
   }
 }
