@@ -60,7 +60,8 @@ describe('identity provider outage: hanging issuer metadata', () => {
       }),
     );
 
-  function assertUnavailable(answer: Answer, surface: 'rest' | 'mcp'): void {
+  /** A 503 of the remembered outage; on /mcp a JSON-RPC error answering the request `id`. */
+  function assertUnavailable(answer: Answer, surface: 'rest' | 'mcp', id?: number): void {
     assert.equal(answer.status, 503, JSON.stringify(answer.body));
     const retryAfter = Number(answer.retryAfter);
     assert.ok(retryAfter >= 1 && retryAfter <= BACKOFF_SECONDS, `Retry-After ${answer.retryAfter}`);
@@ -69,6 +70,7 @@ describe('identity provider outage: hanging issuer metadata', () => {
     if (surface === 'mcp') {
       assert.equal(answer.body.jsonrpc, '2.0');
       assert.equal(answer.body.error.code, -32000);
+      assert.equal(answer.body.id, id);
     }
   }
 
@@ -100,13 +102,14 @@ describe('identity provider outage: hanging issuer metadata', () => {
     // Concurrent requests share one discovery (which ends with the fetch timeouts).
     const first = await Promise.all([rest(jwt), rest(jwt), mcp(jwt, 1), mcp(jwt, 2)]);
     first.slice(0, 2).forEach((answer) => assertUnavailable(answer, 'rest'));
-    first.slice(2).forEach((answer) => assertUnavailable(answer, 'mcp'));
+    first.slice(2).forEach((answer, i) => assertUnavailable(answer, 'mcp', i + 1));
     const fetches = idp.requests;
     assert.ok(fetches >= 1 && fetches <= 2, `one discovery (RFC 8414, then OpenID Connect): ${fetches} requests`);
 
     for (let i = 0; i < 6; i++) {
       const answer = i % 2 === 0 ? await rest(jwt) : await mcp(jwt, 10 + i);
-      assertUnavailable(answer, i % 2 === 0 ? 'rest' : 'mcp');
+      if (i % 2 === 0) assertUnavailable(answer, 'rest');
+      else assertUnavailable(answer, 'mcp', 10 + i);
       assert.ok(answer.ms < AT_ONCE_MS, `answered in ${answer.ms} ms`);
     }
     assert.equal(idp.requests, fetches, 'the provider is not asked again while the failure is remembered');
