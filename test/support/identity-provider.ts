@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
@@ -205,7 +205,9 @@ export async function startIdentityProvider({
     features: {
       devInteractions: { enabled: false },
       clientCredentials: { enabled: true },
-      registration: { enabled: dynamicRegistration },
+      // Registered clients get readable ids: a client id is public (the request log names it), and
+      // oidc-provider's default (43 random base64url characters) has the shape of a secret.
+      registration: { enabled: dynamicRegistration, idFactory: () => `registered-client-${randomUUID()}` },
       resourceIndicators: {
         enabled: true,
         defaultResource: () => resource,

@@ -97,6 +97,15 @@ function excerpt(line: string, spans: readonly Span[]): string {
 }
 
 /**
+ * Whether a fragment can be told from ordinary text by its value: a value a test made up to be
+ * refused (`wst_AAAA…`, `alc_forged`) is no secret, and its fragment would match ids and padding.
+ * Twelve random base62 characters have fewer than 6 distinct ones with a chance below one in 10^6.
+ */
+function looksRandom(fragment: string): boolean {
+  return fragment.length === FRAGMENT && new Set(fragment).size >= 6;
+}
+
+/**
  * Finds secrets in log lines. Recorded values are indexed by the first and the last 12 characters
  * of their random part (for a JWT, its signature): a line is searched on every 12-character window
  * of its base64url runs, so a secret is found whole, cut, inside a longer word or percent-encoded.
@@ -110,8 +119,9 @@ export class SecretScanner {
       const core = runs?.at(-1);
       if (!core) continue;
       const label = test ? `${kind}, recorded by ${test}` : kind;
-      this.fragments.set(core.slice(0, FRAGMENT), label);
-      this.fragments.set(core.slice(-FRAGMENT), label);
+      for (const fragment of [core.slice(0, FRAGMENT), core.slice(-FRAGMENT)]) {
+        if (looksRandom(fragment)) this.fragments.set(fragment, label);
+      }
     }
   }
 

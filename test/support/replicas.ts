@@ -4,8 +4,13 @@ import type { TestDatabase } from './database';
 import { connectMcp } from './mcp';
 import { RestClient } from './rest';
 import { scrubbed, spawnServer, SpawnedServer } from './spawned-server';
+import { createToken } from './test-server';
 
-/** One server process of a multi-replica test, with an admin REST client and an MCP client. */
+/**
+ * One server process of a multi-replica test, with an admin REST client (a person: it decides) and
+ * an MCP client (the agent: it asks). They are different credentials, since the credential that asks
+ * for a request may never decide it.
+ */
 export interface Replica {
   name: string;
   server: SpawnedServer;
@@ -19,6 +24,8 @@ export interface Replica {
  */
 export class ReplicaSet {
   readonly running: Replica[] = [];
+  /** The secret of the agent token every replica's MCP client uses unless told otherwise. */
+  private agentSecret: string | undefined;
 
   constructor(
     private readonly databaseUrl: string,
@@ -26,18 +33,29 @@ export class ReplicaSet {
     private readonly env: Record<string, string> = {},
   ) {}
 
-  /** Starts one more process; its MCP client uses `clientSecret` (the admin token by default). */
-  async start(name: string, clientSecret = this.adminSecret): Promise<Replica> {
+  /**
+   * Starts one more process; its MCP client uses `clientSecret`, by default the set's agent token
+   * (every scope an agent has, on every mailbox; made through the first replica started).
+   */
+  async start(name: string, clientSecret?: string): Promise<Replica> {
     const server = await spawnServer({
       DATABASE_URL: this.databaseUrl,
       ALCARTA_BOOTSTRAP_TOKEN: this.adminSecret,
       ...this.env,
     });
+    const admin = new RestClient(server.url, this.adminSecret);
+    this.agentSecret ??= (
+      await createToken(admin, {
+        name: 'replica agent',
+        scopes: ['mail:read', 'mail:send', 'approvals:read', 'mail:ingest'],
+        mailboxes: ['*'],
+      })
+    ).secret;
     const replica = {
       name,
       server,
-      admin: new RestClient(server.url, this.adminSecret),
-      client: await connectMcp(server.url, clientSecret),
+      admin,
+      client: await connectMcp(server.url, clientSecret ?? this.agentSecret),
     };
     this.running.push(replica);
     return replica;

@@ -104,7 +104,11 @@ describe('log scan', () => {
 
   it('finds nothing in what legitimately fills logs: ids, cursors, hashes, Message-IDs, masked secrets', () => {
     const recorded = linkToken();
-    const scanner = new SecretScanner([{ kind: 'approval-link token', value: recorded }]);
+    const scanner = new SecretScanner([
+      { kind: 'approval-link token', value: recorded },
+      // A value a test made up to be refused is no secret: it must not match ids of the same letters.
+      { kind: 'websocket ticket', value: `wst_${'A'.repeat(43)}` },
+    ]);
     const cursor = MessageCursor.fromPositions([
       [17, 123456789],
       [4242, 987654321],
@@ -113,6 +117,7 @@ describe('log scan', () => {
     const clean = [
       requestLine('/v1/mailboxes/mbx_0123456789abcdefABCDEF/messages/msg_0123456789abcdefABCDEF'),
       requestLine('/v1/requests/chk_0123456789abcdefABCDEF/approve'),
+      requestLine('/v1/tokens/mbx_AAAAAAAAAAAAAAAAAAAAAA'),
       requestLine('/console/links/[REDACTED]'),
       requestLine('/v1/tokens/alc_[REDACTED]'),
       requestLine('/console/links/thisTokenWasNeverIssued'),
