@@ -6,20 +6,14 @@ import {
   StreamableHTTPClientTransport as StreamableHTTPClientTransportV2,
 } from '@modelcontextprotocol/client';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { OAuthClientProvider, UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
+import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import type { OAuthClientInformationMixed, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
 import { decodeJwt } from 'jose';
 import { Browser } from 'playwright-core';
 import { freePort } from '#app/common/net.js';
 import { launchChromium } from '../support/browser';
-import {
-  AGENT_CLIENT,
-  IdentityProvider,
-  PERSON_CLIENT,
-  ScopePolicy,
-  startIdentityProvider,
-} from '../support/identity-provider';
+import { AGENT_CLIENT, IdentityProvider, ScopePolicy, startIdentityProvider } from '../support/identity-provider';
+import { InMemorySignIn } from '../support/oauth-sign-in';
 import { callOk } from '../support/mcp';
 import { startMcpRemote } from '../support/mcp-remote';
 import { createMailbox, startTestServer, TestServer } from '../support/test-server';
@@ -162,7 +156,7 @@ describe('standard MCP clients sign in with the agent scopes alone', () => {
 
     it(`SDK 1.x, authorization code with dynamic client registration (${policy} provider)`, async () => {
       const { server, idp } = stack(policy);
-      const provider = new RegisteringSignIn();
+      const provider = new InMemorySignIn('Desktop agent');
       const mcpUrl = new URL('/mcp', server.url);
       await assert.rejects(
         new Client({ name: 'agent-v1', version: '1.0.0' }).connect(
@@ -183,49 +177,3 @@ describe('standard MCP clients sign in with the agent scopes alone', () => {
     });
   }
 });
-
-/**
- * SDK 1.x's side of a sign-in with a client it registers itself (RFC 7591), as a desktop MCP host
- * does: no client information until the SDK saves what registration returned.
- */
-class RegisteringSignIn implements OAuthClientProvider {
-  authorizationUrl?: URL;
-  registered?: OAuthClientInformationMixed;
-  private verifier?: string;
-  private saved?: OAuthTokens;
-
-  get redirectUrl(): string {
-    return PERSON_CLIENT.redirectUri;
-  }
-  get clientMetadata() {
-    return {
-      client_name: 'Desktop agent',
-      redirect_uris: [PERSON_CLIENT.redirectUri],
-      grant_types: ['authorization_code'],
-      response_types: ['code'],
-      token_endpoint_auth_method: 'none',
-    };
-  }
-  clientInformation(): OAuthClientInformationMixed | undefined {
-    return this.registered;
-  }
-  saveClientInformation(info: OAuthClientInformationMixed): void {
-    this.registered = info;
-  }
-  tokens(): OAuthTokens | undefined {
-    return this.saved;
-  }
-  saveTokens(tokens: OAuthTokens): void {
-    this.saved = tokens;
-  }
-  redirectToAuthorization(url: URL): void {
-    this.authorizationUrl = url;
-  }
-  saveCodeVerifier(verifier: string): void {
-    this.verifier = verifier;
-  }
-  codeVerifier(): string {
-    if (!this.verifier) throw new Error('no code verifier saved');
-    return this.verifier;
-  }
-}

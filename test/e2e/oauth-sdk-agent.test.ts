@@ -2,13 +2,13 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { ClientCredentialsProvider } from '@modelcontextprotocol/sdk/client/auth-extensions.js';
-import { OAuthClientProvider, UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
+import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import type { OAuthClientInformationMixed, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
 import { decodeJwt } from 'jose';
 import { freePort } from '#app/common/net.js';
 import { AGENT_CLIENT, IdentityProvider, PERSON_CLIENT, startIdentityProvider } from '../support/identity-provider';
 import { callError, callOk, connectMcp } from '../support/mcp';
+import { InMemorySignIn } from '../support/oauth-sign-in';
 import { activeWaits } from '../support/metrics';
 import { createMailbox, createToken, ingest, startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
@@ -44,53 +44,6 @@ function assertInOrder(exchanges: Exchange[], expected: Exchange[]): void {
     const at = exchanges.indexOf(item, from);
     assert.ok(at >= 0, `expected ${item} after position ${from} in:\n${exchanges.join('\n')}`);
     from = at + 1;
-  }
-}
-
-/**
- * The SDK's side of a person's sign-in (the SDK ships no ready-made provider for it: an app keeps
- * the code verifier and tokens and sends the user to the authorization URL). Here the "browser"
- * is IdentityProvider.signIn, driven with the URL the SDK hands to redirectToAuthorization.
- */
-class PersonSignIn implements OAuthClientProvider {
-  authorizationUrl?: URL;
-  private verifier?: string;
-  private saved?: OAuthTokens;
-  private client: OAuthClientInformationMixed = { client_id: PERSON_CLIENT.clientId };
-
-  get redirectUrl(): string {
-    return PERSON_CLIENT.redirectUri;
-  }
-  get clientMetadata() {
-    return {
-      client_name: 'Mail console',
-      redirect_uris: [PERSON_CLIENT.redirectUri],
-      grant_types: ['authorization_code'],
-      response_types: ['code'],
-      token_endpoint_auth_method: 'none',
-    };
-  }
-  clientInformation(): OAuthClientInformationMixed {
-    return this.client;
-  }
-  saveClientInformation(info: OAuthClientInformationMixed): void {
-    this.client = info;
-  }
-  tokens(): OAuthTokens | undefined {
-    return this.saved;
-  }
-  saveTokens(tokens: OAuthTokens): void {
-    this.saved = tokens;
-  }
-  redirectToAuthorization(url: URL): void {
-    this.authorizationUrl = url;
-  }
-  saveCodeVerifier(verifier: string): void {
-    this.verifier = verifier;
-  }
-  codeVerifier(): string {
-    if (!this.verifier) throw new Error('no code verifier saved');
-    return this.verifier;
   }
 }
 
@@ -198,7 +151,7 @@ describe('An agent and a person sign in with the MCP SDK through a real OpenID p
 
   it('a person in group ops signs in with the SDK (authorization code + PKCE) and reaches the mailbox granted to group:ops', async () => {
     const messageId = await ingest(server.admin, opsMailbox, { subject: 'For the ops team' });
-    const person = new PersonSignIn();
+    const person = new InMemorySignIn('Mail console', PERSON_CLIENT.clientId);
     const exchanges: Exchange[] = [];
     const signIn = new StreamableHTTPClientTransport(mcpUrl(), {
       authProvider: person,
