@@ -48,7 +48,7 @@ export class MessageIntake {
    * message holds about as much until it is stored), but their memory is given back at once.
    */
   parsed(): void {
-    this.relief.release(this.taken);
+    this.relief.release(this.taken, false);
   }
 
   /** Gives the bytes back and lets the next message finish: the message is stored or refused. */
@@ -84,7 +84,7 @@ export class MessageIntake {
 
   private giveBack(): void {
     this.budget.give(this.taken);
-    this.relief.release(this.taken);
+    this.relief.release(this.taken, this.budget.inFlight === 0);
     this.taken = 0;
   }
 
