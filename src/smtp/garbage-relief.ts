@@ -61,8 +61,7 @@ export class GarbageRelief {
     if (collection === 'compacting') this.compact = true;
     if (this.scheduled) return;
     this.scheduled = true;
-    const wait = Math.max(0, this.lastRun + MIN_INTERVAL_MS - Date.now());
-    setTimeout(() => {
+    const run = () => {
       const compact = this.compact;
       this.scheduled = false;
       this.compact = false;
@@ -71,6 +70,11 @@ export class GarbageRelief {
       this.lastRun = compact ? 0 : Date.now();
       collectGarbage();
       if (compact) collectGarbage({ type: 'major', execution: 'sync', flavor: 'last-resort' });
-    }, wait).unref();
+    };
+    // As soon as what was released is unreachable (the callbacks running now let go of it), and before
+    // the next large allocation: a parsed message is written to the database a few round trips later.
+    const wait = this.lastRun + MIN_INTERVAL_MS - Date.now();
+    if (wait > 0) setTimeout(run, wait).unref();
+    else setImmediate(run).unref();
   }
 }

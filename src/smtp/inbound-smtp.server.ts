@@ -64,6 +64,8 @@ export class InboundSmtpServer implements BeforeApplicationShutdown {
   private server: SmtpListener | undefined;
   private draining = false;
   private readonly budget: ByteBudget;
+  /** The size limit: a message larger than the whole budget could never be taken in. */
+  private readonly maxMessageBytes: number;
   private readonly finishing: FinishingGate;
   private readonly relief: GarbageRelief;
   /** Open sessions (their ids), for the active-sessions gauge. */
@@ -85,9 +87,10 @@ export class InboundSmtpServer implements BeforeApplicationShutdown {
     @Inject(ROOT_LOGGER) private readonly logger: Logger,
   ) {
     this.budget = new ByteBudget(config.smtpMaxBytesInFlight);
+    this.maxMessageBytes = Math.min(config.maxIngestBytes, config.smtpMaxBytesInFlight);
     // One message of the largest size finishes at a time, or several smaller ones together.
-    this.finishing = new FinishingGate(Math.min(config.maxIngestBytes, config.smtpMaxBytesInFlight));
-    this.relief = new GarbageRelief(config.smtpMaxBytesInFlight / 8);
+    this.finishing = new FinishingGate(this.maxMessageBytes);
+    this.relief = new GarbageRelief(config.smtpMaxBytesInFlight / 16);
     metrics.observe({
       bytesInFlight: () => this.budget.inFlight,
       throttledClients: () => this.guard.throttledClients,
@@ -132,8 +135,7 @@ export class InboundSmtpServer implements BeforeApplicationShutdown {
       banner: 'Alcarta',
       logger: false,
       disableReverseLookup: true,
-      // A message larger than the whole budget could never be taken in: it is too large here.
-      size: Math.min(this.config.maxIngestBytes, this.budget.limit),
+      size: this.maxMessageBytes,
       rejectOversized: true,
       maxClients: this.config.smtpMaxClients,
       maxRecipients: MAX_RECIPIENTS,
@@ -241,7 +243,7 @@ export class InboundSmtpServer implements BeforeApplicationShutdown {
    * is not committing yet.
    */
   private onData(stream: SMTPServerDataStream, session: SMTPServerSession, callback: DataCallback): void {
-    const intake = new MessageIntake(stream, this.budget, this.finishing, this.relief, this.config.maxIngestBytes);
+    const intake = new MessageIntake(stream, this.budget, this.finishing, this.relief, this.maxMessageBytes);
     const mailboxIds = [...(this.recipients.get(session.envelope) ?? [])];
     const mailFrom = session.envelope.mailFrom;
     const delivery = this.inbound

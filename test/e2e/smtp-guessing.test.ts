@@ -8,7 +8,7 @@ import { createMailbox, createToken, startTestServer, TestServer } from '../supp
 const plain = (password: string) => Buffer.from(`\0any-name\0${password}`).toString('base64');
 
 /**
- * SPEC 14 "Throttling" and "Revoking a token ends its SMTP sessions within 1 s": a session is closed
+ * Throttling of guesses, and revocation ending SMTP sessions within 1 s: a session is closed
  * with 421 after 5 failed AUTH attempts or 20 unknown recipients, the next session of that client
  * waits for its greeting (other clients do not), and a revoked token's session gets 421 and is
  * closed at once, storing nothing it sent. Each test talks from a loopback address of its own (one

@@ -54,7 +54,7 @@ function bulkMessage(tag: string, bytes: number) {
 }
 
 /**
- * SPEC 14 "Bounded resources under hostile SMTP": forty unauthenticated senders push 24 MiB each at
+ * Bounded memory under hostile SMTP senders: forty unauthenticated senders push 24 MiB each at
  * once into a real server process with default settings. Its memory stays under the chart's limit,
  * the messages beyond the budget of bytes in flight get 452 4.3.1 (the senders retry later), those
  * accepted are stored intact, and the memory goes back near where it was.
