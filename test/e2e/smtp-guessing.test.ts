@@ -99,7 +99,7 @@ describe('inbound SMTP against guessing and revoked tokens', () => {
   it('ends the sessions of a revoked token within 1 s on every replica, mid-DATA too, storing nothing they send', async (t) => {
     const revoked = await createToken(server.admin, { scopes: ['mail:ingest'], mailboxes: [mailboxId] });
     const idle = await session('127.0.0.5', revoked.secret);
-    const sending = await session('127.0.0.5', revoked.secret, replica.running.smtpPort!);
+    const sending = await session('127.0.0.5', revoked.secret, replica.running.smtpPort);
     const bystander = await session('127.0.0.6', ingest.secret);
     assert.match(await sending.command('MAIL FROM:<r@sender.test>'), /^250 /);
     assert.match(await sending.command(`RCPT TO:<${address}>`), /^250 /);
