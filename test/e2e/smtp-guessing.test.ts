@@ -19,6 +19,7 @@ describe('inbound SMTP against guessing and revoked tokens', () => {
   /** A second replica on the same database: revocations reach its sessions by the doorbell. */
   let replica: TestServer;
   let port: number;
+  let replicaPort: number;
   let address: string;
   let mailboxId: string;
   let ingest: { id: string; secret: string };
@@ -46,6 +47,7 @@ describe('inbound SMTP against guessing and revoked tokens', () => {
       adminToken: server.adminToken,
       env: { ALCARTA_SMTP_PORT: '0', ALCARTA_SMTP_AUTH: 'required' },
     });
+    replicaPort = replica.running.smtpPort!;
   });
 
   after(async () => {
@@ -99,7 +101,7 @@ describe('inbound SMTP against guessing and revoked tokens', () => {
   it('ends the sessions of a revoked token within 1 s on every replica, mid-DATA too, storing nothing they send', async (t) => {
     const revoked = await createToken(server.admin, { scopes: ['mail:ingest'], mailboxes: [mailboxId] });
     const idle = await session('127.0.0.5', revoked.secret);
-    const sending = await session('127.0.0.5', revoked.secret, replica.running.smtpPort);
+    const sending = await session('127.0.0.5', revoked.secret, replicaPort);
     const bystander = await session('127.0.0.6', ingest.secret);
     assert.match(await sending.command('MAIL FROM:<r@sender.test>'), /^250 /);
     assert.match(await sending.command(`RCPT TO:<${address}>`), /^250 /);
