@@ -4,6 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import { metricValue } from '../support/metrics';
 import { RawSmtp } from '../support/smtp';
 import { createMailbox, createToken, startTestServer, TestServer } from '../support/test-server';
+import { waitFor } from '../support/wait-for';
 
 const plain = (password: string) => Buffer.from(`\0any-name\0${password}`).toString('base64');
 
@@ -138,5 +139,19 @@ describe('inbound SMTP against guessing and revoked tokens', () => {
     ]);
     idle.destroy();
     sending.destroy();
+  });
+
+  it('ends a session whose token has expired at its next MAIL FROM', async () => {
+    const expiresAt = Date.now() + 1500;
+    const expiring = await createToken(server.admin, {
+      scopes: ['mail:ingest'],
+      mailboxes: ['*'],
+      expires_at: new Date(expiresAt).toISOString(),
+    });
+    const smtp = await session('127.0.0.7', expiring.secret);
+    await waitFor('the token to expire', () => Date.now() > expiresAt + 50, { timeoutMs: 5000 });
+    assert.match(await smtp.command('MAIL FROM:<e@sender.test>'), /^421 4\.7\.0 The token has expired/);
+    await smtp.closedByServer();
+    assert.equal(await ended('credential_expired'), 1);
   });
 });
