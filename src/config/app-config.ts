@@ -49,6 +49,7 @@ export class AppConfig {
   readonly smtpTls: { certFile: string; keyFile: string } | undefined;
   readonly smtpAuthRequired: boolean;
   readonly smtpMaxClients: number;
+  readonly smtpMaxBytesInFlight: number;
   readonly mailAuthentication: boolean;
   /** Undefined: approved mail is recorded with delivery status `not_configured`. */
   readonly smtpRelayUrl: string | undefined;
@@ -122,6 +123,7 @@ export class AppConfig {
         : undefined;
     this.smtpAuthRequired = env.ALCARTA_SMTP_AUTH === 'required';
     this.smtpMaxClients = env.ALCARTA_SMTP_MAX_CLIENTS;
+    this.smtpMaxBytesInFlight = env.ALCARTA_SMTP_MAX_BYTES_IN_FLIGHT;
     this.mailAuthentication = env.ALCARTA_MAIL_AUTH === 'on';
     this.smtpRelayUrl = env.ALCARTA_SMTP_RELAY_URL;
     this.dkim =

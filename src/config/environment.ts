@@ -254,6 +254,15 @@ export class Environment {
   @Min(1)
   ALCARTA_SMTP_MAX_CLIENTS: number = 100;
 
+  /**
+   * Bytes of inbound SMTP messages in flight (being received, parsed or stored) at most, server-wide;
+   * past it a message is refused with 452 4.3.1 and its sender retries later.
+   */
+  @Type(() => Number)
+  @IsInt()
+  @Min(1024)
+  ALCARTA_SMTP_MAX_BYTES_IN_FLIGHT: number = 128 * 1024 * 1024;
+
   /** Sender authentication (SPF, DKIM, DMARC, ARC) of inbound mail; `off` looks nothing up. */
   @IsIn(['on', 'off'])
   ALCARTA_MAIL_AUTH: 'on' | 'off' = 'on';

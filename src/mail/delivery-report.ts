@@ -33,6 +33,8 @@ export interface ReportPart {
 
 const STATUS_TYPES = new Set(['message/delivery-status', 'message/global-delivery-status']);
 const RETURNED_HEADER_TYPES = new Set(['text/rfc822-headers', 'message/rfc822', 'message/global-headers']);
+/** The content types of the parts a report is read from (lower-case): the parser keeps only these. */
+export const REPORT_PART_TYPES: ReadonlySet<string> = new Set([...STATUS_TYPES, ...RETURNED_HEADER_TYPES]);
 /** A report lists few recipients; a hostile one must not cost much. */
 const MAX_RECIPIENTS = 100;
 const MAX_FIELD_LENGTH = 1000;

@@ -1,3 +1,5 @@
+import { Transform, TransformCallback } from 'node:stream';
+
 /**
  * mailparser refuses a message whose header block costs more than 1 MiB (every line counts at
  * least 64 bytes), but SPEC 8a wants over-long headers of inbound mail stored cut, never refused.
@@ -64,6 +66,57 @@ export function withBoundedHeaderBlock(raw: Buffer): Buffer {
     .map(([, field]) => field)
     .join('\r\n');
   return Buffer.from(header + text.slice(end), 'latin1');
+}
+
+/**
+ * withBoundedHeaderBlock for a message that streams in: holds the header block until it ends (the
+ * first empty line, or the end of the message), passes it on (rewritten if it has to be), then
+ * passes the body through untouched. `bytes` counts what came in.
+ */
+export class HeaderBlockBounder extends Transform {
+  bytes = 0;
+  private held: Buffer[] | undefined = [];
+  /**
+   * The last bytes seen (at most two), to find an empty line that straddles chunks. It starts as a
+   * line break: a message that starts with an empty line has an empty header block.
+   */
+  private tail = Buffer.from('\n');
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+    this.bytes += chunk.length;
+    if (!this.held) return callback(null, chunk);
+    const window = Buffer.concat([this.tail, chunk]);
+    const end = emptyLineEnd(window);
+    if (end === -1) {
+      this.held.push(chunk);
+      this.tail = window.subarray(-2);
+      return callback();
+    }
+    const cut = end - this.tail.length;
+    this.held.push(chunk.subarray(0, cut));
+    this.releaseHeaderBlock();
+    callback(null, chunk.length > cut ? chunk.subarray(cut) : undefined);
+  }
+
+  override _flush(callback: TransformCallback): void {
+    if (this.held) this.releaseHeaderBlock();
+    callback();
+  }
+
+  private releaseHeaderBlock(): void {
+    const block = Buffer.concat(this.held!);
+    this.held = undefined;
+    if (block.length > 0) this.push(withBoundedHeaderBlock(block));
+  }
+}
+
+/** Where the first empty line of `data` ends (just past its line break), or -1. */
+function emptyLineEnd(data: Buffer): number {
+  for (let i = data.indexOf(0x0a); i !== -1 && i + 1 < data.length; i = data.indexOf(0x0a, i + 1)) {
+    if (data[i + 1] === 0x0a) return i + 2;
+    if (data[i + 1] === 0x0d && data[i + 2] === 0x0a) return i + 3;
+  }
+  return -1;
 }
 
 /** The lines of text[0, end), as [start, end) without their line break. */

@@ -1,5 +1,6 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { isIP } from 'node:net';
+import { pipeline, Readable, Transform, TransformCallback } from 'node:stream';
 import type { ARCData } from 'mailauth';
 import { AppConfig } from '../config/app-config';
 import { CheckOutcomes, senderVerdict } from './authentication-results';
@@ -51,22 +52,37 @@ export class SenderAuthenticator {
     @Inject(DNS_RESOLVER) private readonly resolver: DnsResolver,
   ) {}
 
-  async verify(raw: Buffer, smtp?: SmtpEnvelopeContext): Promise<SenderVerdict> {
-    if (!this.config.mailAuthentication) return UNVERIFIED_SENDER;
-    if (headerLinesExceed(raw, MAX_CHECKED_HEADER_LINES)) {
-      this.logger.warn(`sender authentication skipped a header block of more than ${MAX_CHECKED_HEADER_LINES} lines`);
-      return senderVerdict(UNREADABLE);
+  /**
+   * The verdict on a message, given whole or as a stream (SMTP DATA as it arrives, which is read to
+   * its end whatever the outcome). Never rejects: a message that cannot be read is `permerror`.
+   */
+  async verify(raw: Buffer | Readable, smtp?: SmtpEnvelopeContext): Promise<SenderVerdict> {
+    const source = Buffer.isBuffer(raw) ? Readable.from([raw]) : raw;
+    if (!this.config.mailAuthentication) {
+      // Read and dropped; a failure of the stream is its other readers' to report.
+      source.on('error', () => undefined).resume();
+      return UNVERIFIED_SENDER;
     }
+    const input = pipeline(source, new HeaderLineLimit(MAX_CHECKED_HEADER_LINES), () => undefined);
+    // Listened to at once: the input may fail before mailauth (loaded on first use) reads it.
+    const failed = new Promise<never>((_, reject) => input.once('error', reject));
     try {
-      return senderVerdict(await this.check(raw, smtp));
+      return senderVerdict(await Promise.race([this.check(input, smtp), failed]));
     } catch (err) {
-      // Only the error's name: its message may quote the sender's headers.
-      this.logger.warn(`sender authentication could not read a message (${(err as Error)?.name ?? 'error'})`);
+      if (err instanceof TooManyHeaderLines) {
+        this.logger.warn(`sender authentication skipped a header block of more than ${MAX_CHECKED_HEADER_LINES} lines`);
+      } else if (!source.destroyed) {
+        // Only the error's name: its message may quote the sender's headers.
+        this.logger.warn(`sender authentication could not read a message (${(err as Error)?.name ?? 'error'})`);
+      }
       return senderVerdict(UNREADABLE);
+    } finally {
+      // Whatever stopped the check lets go of the message (a stream it was read from ends here).
+      input.destroy();
     }
   }
 
-  private async check(raw: Buffer, smtp: SmtpEnvelopeContext | undefined): Promise<CheckOutcomes> {
+  private async check(raw: Readable, smtp: SmtpEnvelopeContext | undefined): Promise<CheckOutcomes> {
     const { arc, dkimVerify, dmarc, spf } = await loadMailauth();
     const dns = new BoundedDnsResolver(this.resolver);
     const resolver = dns.resolve;
@@ -118,15 +134,48 @@ export class SenderAuthenticator {
   }
 }
 
-/** Whether the header block (up to the first empty line) has more than `limit` lines. */
-export function headerLinesExceed(raw: Buffer, limit: number): boolean {
-  let lines = 0;
-  let lineStart = 0;
-  for (let i = raw.indexOf(0x0a); i >= 0; i = raw.indexOf(0x0a, i + 1)) {
-    const length = i - lineStart - (i > lineStart && raw[i - 1] === 0x0d ? 1 : 0);
-    if (length === 0) return false;
-    if (++lines > limit) return true;
-    lineStart = i + 1;
+/** The header block of a message had more lines than are checked. */
+export class TooManyHeaderLines extends Error {
+  constructor(limit: number) {
+    super(`more than ${limit} header lines`);
+    this.name = 'TooManyHeaderLines';
   }
-  return false;
+}
+
+/**
+ * Passes a message through, and fails with TooManyHeaderLines as soon as its header block (up to
+ * the first empty line) has more than `limit` lines; the body is not looked at.
+ */
+export class HeaderLineLimit extends Transform {
+  private lines = 0;
+  private inHeader = true;
+  /** Bytes of the current line seen in earlier chunks, and whether the last of them was a CR. */
+  private carried = 0;
+  private carriedCr = false;
+
+  constructor(private readonly limit: number) {
+    super();
+  }
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+    if (!this.inHeader) return callback(null, chunk);
+    let lineStart = 0;
+    for (let i = chunk.indexOf(0x0a); i >= 0; i = chunk.indexOf(0x0a, i + 1)) {
+      const cr = i > lineStart ? chunk[i - 1] === 0x0d : this.carriedCr;
+      const length = this.carried + (i - lineStart) - (cr ? 1 : 0);
+      this.carried = 0;
+      this.carriedCr = false;
+      lineStart = i + 1;
+      if (length === 0) {
+        this.inHeader = false;
+        return callback(null, chunk);
+      }
+      if (++this.lines > this.limit) return callback(new TooManyHeaderLines(this.limit));
+    }
+    if (chunk.length > lineStart) {
+      this.carried += chunk.length - lineStart;
+      this.carriedCr = chunk[chunk.length - 1] === 0x0d;
+    }
+    callback(null, chunk);
+  }
 }

@@ -32,9 +32,33 @@ export class GroupCommit {
 
   constructor(private readonly messages: MessageService) {}
 
-  store(delivery: InboundDelivery): Promise<StoredInbound[]> {
+  /**
+   * Stores `delivery` with the next batch. Aborting `signal` while the message still waits in the
+   * queue takes it out (rejecting with the abort reason); once its batch is committing it commits.
+   */
+  store(delivery: InboundDelivery, signal?: AbortSignal): Promise<StoredInbound[]> {
     return new Promise((resolve, reject) => {
-      this.queue.push({ delivery, resolve, reject });
+      const aborted = () => reject(signal!.reason as Error);
+      if (signal?.aborted) return aborted();
+      const pending: Pending = {
+        delivery,
+        resolve: (stored) => {
+          signal?.removeEventListener('abort', withdraw);
+          resolve(stored);
+        },
+        reject: (err) => {
+          signal?.removeEventListener('abort', withdraw);
+          reject(err instanceof Error ? err : new Error(String(err)));
+        },
+      };
+      const withdraw = () => {
+        const at = this.queue.indexOf(pending);
+        if (at === -1) return;
+        this.queue.splice(at, 1);
+        aborted();
+      };
+      signal?.addEventListener('abort', withdraw, { once: true });
+      this.queue.push(pending);
       this.pump();
     });
   }

@@ -1,8 +1,10 @@
+import { Readable } from 'node:stream';
 import { Inject, Injectable } from '@nestjs/common';
 import { Logger } from 'pino';
 import { Caller } from '../auth/caller';
 import { TokenService } from '../auth/token.service';
 import { AlcartaError } from '../common/errors';
+import { fanOut } from '../common/stream-fan-out';
 import { classifyDatabaseError } from '../database/database-errors';
 import { ROOT_LOGGER } from '../logging/logging.module';
 import { InboundMessage } from '../mail/inbound-message';
@@ -75,28 +77,34 @@ export class InboundMailService {
   }
 
   /**
-   * Parses, authenticates and stores a received message in each of `mailboxIds`, all or none in one
-   * transaction. Resolves only after the commit, so the 250 that follows never promises mail that a
-   * crash could lose.
+   * Parses, authenticates and stores a message in each of `mailboxIds`, all or none in one
+   * transaction, as it streams in: the parser and the sender checks read it side by side and keep
+   * only what is stored. Resolves only after the commit, so the 250 that follows never promises mail
+   * that a crash could lose. Rejects with the stream's error if it fails (the client left, or the
+   * intake gave up on the message); aborting `signal` (the session ended) stores nothing that is not
+   * committing yet. `parsed` is told when the message is parsed (its raw bytes are garbage then).
    */
-  async deliver(raw: Buffer, mailboxIds: readonly string[], smtp: SmtpEnvelopeContext): Promise<StoredInbound[]> {
+  async deliver(
+    raw: Readable,
+    mailboxIds: readonly string[],
+    smtp: SmtpEnvelopeContext,
+    { signal, parsed }: { signal?: AbortSignal; parsed?: () => void } = {},
+  ): Promise<StoredInbound[]> {
+    const [forParser, forAuthenticator] = fanOut(raw, 2);
+    // Never rejects: a message it cannot read is `permerror`.
+    const verdict = this.authenticator.verify(forAuthenticator, smtp);
     let message: InboundMessage;
     try {
-      message = await parseRfc822(raw);
+      message = await parseRfc822(forParser);
     } catch (err) {
       if (err instanceof AlcartaError) throw new SmtpRefusal(554, 'unparseable', `Message refused: ${err.message}`);
       throw err;
     }
-    let verdict;
+    parsed?.();
     try {
-      verdict = await this.authenticator.verify(raw, smtp);
+      return await this.groupCommit.store({ mailboxIds, message, verdict: await verdict }, signal);
     } catch (err) {
-      this.logger.error({ component: 'smtp', err: errorSummary(err) }, 'sender authentication failed');
-      throw new SmtpRefusal(451, 'storage_error', 'Local error while checking the sender; try again later.');
-    }
-    try {
-      return await this.groupCommit.store({ mailboxIds, message, verdict });
-    } catch (err) {
+      if (signal?.aborted && err === signal.reason) throw err;
       const failure = classifyDatabaseError(err);
       if (failure === 'invalid_input') {
         throw new SmtpRefusal(554, 'unparseable', 'Message refused: a value in it cannot be stored.');

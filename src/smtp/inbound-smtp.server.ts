@@ -3,7 +3,6 @@ import { AddressInfo } from 'node:net';
 import { BeforeApplicationShutdown, Inject, Injectable } from '@nestjs/common';
 import { Logger } from 'pino';
 import {
-  SMTPServer,
   SMTPServerAddress,
   SMTPServerAuthentication,
   SMTPServerAuthenticationResponse,
@@ -16,7 +15,12 @@ import { Caller } from '../auth/caller';
 import { AppConfig } from '../config/app-config';
 import { DrainState } from '../lifecycle/drain-state';
 import { ROOT_LOGGER } from '../logging/logging.module';
+import { ByteBudget, FinishingGate } from './byte-budget';
+import { GarbageRelief } from './garbage-relief';
 import { InboundMailService } from './inbound-mail.service';
+import { budgetSpent, MessageIntake } from './message-intake';
+import { SmtpGuard } from './smtp-guard';
+import { SmtpListener } from './smtp-listener';
 import { SmtpMetrics } from './smtp-metrics';
 import { SmtpRefusal } from './smtp-refusal';
 
@@ -42,7 +46,13 @@ type DataCallback = (err?: Error | null, message?: string) => void;
 
 /**
  * The inbound SMTP listener (SPEC 9) on smtp-server: the SMTP dialogue, TLS, AUTH, size limit,
- * sessions, metrics and drain. What may be delivered where is InboundMailService's.
+ * sessions, metrics and drain. What may be delivered where is InboundMailService's; who may keep
+ * talking (guesses, revoked tokens) is SmtpGuard's.
+ *
+ * Memory is bounded whatever senders do: a message streams through the parser as it arrives (only
+ * what is stored is held), and every message in flight holds its bytes of the server-wide
+ * ByteBudget (ALCARTA_SMTP_MAX_BYTES_IN_FLIGHT) until it is stored or refused; a message that finds
+ * it spent is refused with 452 4.3.1, and its sender retries later.
  *
  * Lifecycle: `listen()` from server.ts after the HTTP listener; on drain (SIGTERM) new sessions and
  * new transactions get 421 4.3.2 while transactions in flight (MAIL FROM given) may finish within
@@ -51,8 +61,13 @@ type DataCallback = (err?: Error | null, message?: string) => void;
  */
 @Injectable()
 export class InboundSmtpServer implements BeforeApplicationShutdown {
-  private server: SMTPServer | undefined;
+  private server: SmtpListener | undefined;
   private draining = false;
+  private readonly budget: ByteBudget;
+  /** The size limit: a message larger than the whole budget could never be taken in. */
+  private readonly maxMessageBytes: number;
+  private readonly finishing: FinishingGate;
+  private readonly relief: GarbageRelief;
   /** Open sessions (their ids), for the active-sessions gauge. */
   private readonly sessions = new Set<string>();
   /** Sessions with a mail transaction in flight: the ones a drain waits for. */
@@ -66,17 +81,27 @@ export class InboundSmtpServer implements BeforeApplicationShutdown {
   constructor(
     private readonly config: AppConfig,
     private readonly inbound: InboundMailService,
+    private readonly guard: SmtpGuard,
     private readonly metrics: SmtpMetrics,
     drain: DrainState,
     @Inject(ROOT_LOGGER) private readonly logger: Logger,
   ) {
+    this.budget = new ByteBudget(config.smtpMaxBytesInFlight);
+    this.maxMessageBytes = Math.min(config.maxIngestBytes, config.smtpMaxBytesInFlight);
+    // One message of the largest size finishes at a time, or several smaller ones together.
+    this.finishing = new FinishingGate(this.maxMessageBytes);
+    this.relief = new GarbageRelief(config.smtpMaxBytesInFlight / 16);
+    metrics.observe({
+      bytesInFlight: () => this.budget.inFlight,
+      throttledClients: () => this.guard.throttledClients,
+    });
     drain.onDrain(() => this.drain());
   }
 
   /** Starts listening on ALCARTA_SMTP_PORT; resolves with the bound port, undefined when SMTP is off. */
   async listen(): Promise<number | undefined> {
     if (this.config.smtpPort === undefined) return undefined;
-    const server = new SMTPServer(await this.options());
+    const server = new SmtpListener(await this.options());
     server.on('error', (err) => {
       // Connection-level trouble (a client resetting its socket); the session is already gone.
       this.logger.debug({ component: 'smtp', err: { message: err.message, code: (err as { code?: unknown }).code } });
@@ -89,6 +114,7 @@ export class InboundSmtpServer implements BeforeApplicationShutdown {
       });
     });
     this.server = server;
+    this.guard.watch(server);
     const port = (server.server.address() as AddressInfo).port;
     this.logger.info(
       { component: 'smtp', port, tls: !!this.config.smtpTls, auth: this.config.smtpAuthRequired },
@@ -109,7 +135,7 @@ export class InboundSmtpServer implements BeforeApplicationShutdown {
       banner: 'Alcarta',
       logger: false,
       disableReverseLookup: true,
-      size: this.config.maxIngestBytes,
+      size: this.maxMessageBytes,
       rejectOversized: true,
       maxClients: this.config.smtpMaxClients,
       maxRecipients: MAX_RECIPIENTS,
@@ -128,8 +154,8 @@ export class InboundSmtpServer implements BeforeApplicationShutdown {
       closeTimeout: CLOSE_WAIT_MS,
       onConnect: (session, callback) => this.onConnect(session, callback),
       onClose: (session) => this.onClose(session),
-      onAuth: (auth, session, callback) => void this.onAuth(auth, callback),
-      onMailFrom: (address, session, callback) => this.onMailFrom(session, callback),
+      onAuth: (auth, session, callback) => void this.onAuth(auth, session, callback),
+      onMailFrom: (address, session, callback) => this.onMailFrom(address, session, callback),
       onRcptTo: (address, session, callback) => void this.onRcptTo(address, session, callback),
       onData: (stream, session, callback) => this.onData(stream, session, callback),
     };
@@ -140,31 +166,41 @@ export class InboundSmtpServer implements BeforeApplicationShutdown {
       this.metrics.refused('shutting_down');
       return callback(new SmtpRefusal(421, 'shutting_down', SHUTTING_DOWN));
     }
+    const admission = this.guard.admit(session);
+    if ('refused' in admission) return callback(admission.refused);
     this.sessions.add(session.id);
     this.metrics.sessionsActive.inc();
     this.metrics.sessionsTotal.inc();
-    callback();
+    if (admission.delayMs === 0) return callback();
+    // A client that talks before the greeting gets smtp-server's 421 "You talk too soon".
+    setTimeout(() => callback(), admission.delayMs).unref();
   }
 
   private onClose(session: SMTPServerSession): void {
     if (this.sessions.delete(session.id)) this.metrics.sessionsActive.dec();
+    this.guard.closed(session);
     this.endTransaction(session.id);
   }
 
   private async onAuth(
     auth: SMTPServerAuthentication,
+    session: SMTPServerSession,
     callback: (err: Error | null | undefined, response?: SMTPServerAuthenticationResponse) => void,
   ): Promise<void> {
     let caller: Caller;
     try {
-      caller = await this.inbound.authenticate(auth.password ?? '');
+      caller = this.guard.stillValid(await this.inbound.authenticate(auth.password ?? ''));
     } catch (err) {
-      return callback(this.refusal(err));
+      return callback(this.refusal(this.guard.judge(session, err)));
     }
     callback(null, { user: caller });
   }
 
-  private onMailFrom(session: SMTPServerSession, callback: (err?: Error | null) => void): void {
+  private onMailFrom(
+    address: SMTPServerAddress,
+    session: SMTPServerSession,
+    callback: (err?: Error | null) => void,
+  ): void {
     if (this.draining) {
       this.metrics.refused('shutting_down');
       return callback(new SmtpRefusal(421, 'shutting_down', 'Service shutting down; try again later'));
@@ -173,6 +209,12 @@ export class InboundSmtpServer implements BeforeApplicationShutdown {
       this.metrics.refused('auth_required');
       return callback(new SmtpRefusal(530, 'auth_required', 'Authentication required: AUTH with a mail:ingest token.'));
     }
+    const expired = this.guard.expiry(session);
+    if (expired) return callback(this.refusal(expired));
+    // A sender that says how large its message is learns at once that it would not fit now.
+    const args = address.args as Record<string, string> | false;
+    const declared = Number((args && args.SIZE) || 0);
+    if (declared > 0 && !this.budget.fits(declared)) return callback(this.refusal(budgetSpent()));
     this.transactions.add(session.id);
     callback();
   }
@@ -186,7 +228,7 @@ export class InboundSmtpServer implements BeforeApplicationShutdown {
     try {
       mailboxId = await this.inbound.recipientMailbox(address.address, session.user as Caller | undefined);
     } catch (err) {
-      return callback(this.refusal(err));
+      return callback(this.refusal(this.guard.judge(session, err)));
     }
     const mailboxes = this.recipients.get(session.envelope) ?? new Set<string>();
     mailboxes.add(mailboxId);
@@ -195,51 +237,46 @@ export class InboundSmtpServer implements BeforeApplicationShutdown {
   }
 
   /**
-   * Buffers the message (at most the size limit: past it the rest is only counted, smtp-server
-   * answers 552), stores it, and answers after the commit. A client that leaves mid-DATA destroys the
-   * stream: no 'end', nothing stored, nothing left waiting.
+   * Stores the message as it streams in (see MessageIntake: the size limit and the budget of bytes
+   * in flight) and answers after the commit. A client that leaves mid-DATA fails the stream: nothing
+   * stored, nothing left waiting. A session ended meanwhile (its token revoked) stores nothing that
+   * is not committing yet.
    */
   private onData(stream: SMTPServerDataStream, session: SMTPServerSession, callback: DataCallback): void {
-    const chunks: Buffer[] = [];
-    let received = 0;
-    stream.on('data', (chunk: Buffer) => {
-      received += chunk.length;
-      if (received <= this.config.maxIngestBytes) chunks.push(chunk);
-    });
-    stream.once('error', () => this.endTransaction(session.id));
-    stream.once('end', () => {
-      if (stream.sizeExceeded || received > this.config.maxIngestBytes) {
-        this.metrics.refused('too_large');
-        this.endTransaction(session.id);
-        return callback(new SmtpRefusal(552, 'too_large', 'Message exceeds the size limit'));
-      }
-      const mailboxIds = [...(this.recipients.get(session.envelope) ?? [])];
-      const mailFrom = session.envelope.mailFrom;
-      const delivery = this.inbound
-        .deliver(Buffer.concat(chunks), mailboxIds, {
+    const intake = new MessageIntake(stream, this.budget, this.finishing, this.relief, this.maxMessageBytes);
+    const mailboxIds = [...(this.recipients.get(session.envelope) ?? [])];
+    const mailFrom = session.envelope.mailFrom;
+    const delivery = this.inbound
+      .deliver(
+        intake.body,
+        mailboxIds,
+        {
           ip: session.remoteAddress,
           helo: session.hostNameAppearsAs || '',
           mailFrom: mailFrom ? mailFrom.address : '',
-        })
-        .then(
-          (stored) => {
-            const fresh = stored.filter((s) => !s.duplicate).length;
-            this.metrics.accepted(fresh > 0 ? 'stored' : 'duplicate');
-            callback(
-              null,
-              fresh > 0
-                ? `Accepted: stored in ${fresh} mailbox${fresh === 1 ? '' : 'es'}`
-                : 'Accepted: already stored (same Message-ID)',
-            );
-          },
-          (err: unknown) => callback(this.refusal(err)),
-        )
-        .finally(() => {
-          this.deliveries.delete(delivery);
-          this.endTransaction(session.id);
-        });
-      this.deliveries.add(delivery);
-    });
+        },
+        { signal: this.guard.deliveryStarted(session), parsed: () => intake.parsed() },
+      )
+      .then(
+        (stored) => {
+          const fresh = stored.filter((s) => !s.duplicate).length;
+          this.metrics.accepted(fresh > 0 ? 'stored' : 'duplicate');
+          callback(
+            null,
+            fresh > 0
+              ? `Accepted: stored in ${fresh} mailbox${fresh === 1 ? '' : 'es'}`
+              : 'Accepted: already stored (same Message-ID)',
+          );
+        },
+        (err: unknown) => callback(this.refusal(intake.refused ?? err)),
+      )
+      .finally(() => {
+        intake.release();
+        this.guard.deliveryEnded(session);
+        this.deliveries.delete(delivery);
+        this.endTransaction(session.id);
+      });
+    this.deliveries.add(delivery);
   }
 
   /** Counts a refusal; anything unexpected becomes a temporary failure (the sender retries). */
@@ -280,6 +317,7 @@ export class InboundSmtpServer implements BeforeApplicationShutdown {
     if (!server) return;
     this.server = undefined;
     this.draining = true;
+    this.guard.watch(undefined);
     for (const connection of server.connections) connection.send(421, SHUTTING_DOWN, false);
     await new Promise<void>((resolve) => server.close(() => resolve()));
     await Promise.allSettled([...this.deliveries]);

@@ -100,9 +100,10 @@ export class RawSmtp {
     socket.on('error', () => undefined);
   }
 
-  static open(port: number): Promise<RawSmtp> {
+  /** Connects to 127.0.0.1:`port`, from `localAddress` (another loopback address: another client). */
+  static open(port: number, localAddress?: string): Promise<RawSmtp> {
     return new Promise((resolve, reject) => {
-      const socket = connect(port, '127.0.0.1', () => resolve(new RawSmtp(socket)));
+      const socket = connect({ port, host: '127.0.0.1', localAddress }, () => resolve(new RawSmtp(socket)));
       socket.once('error', reject);
     });
   }
@@ -113,6 +114,23 @@ export class RawSmtp {
 
   write(data: string | Buffer): void {
     this.socket.write(data);
+  }
+
+  /** Writes `chunks` as fast as the server reads them; stops early if the connection closes. */
+  async stream(chunks: Iterable<Buffer>): Promise<void> {
+    for (const chunk of chunks) {
+      if (this.closed) return;
+      if (this.socket.write(chunk)) continue;
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          this.socket.off('drain', done);
+          this.socket.off('close', done);
+          resolve();
+        };
+        this.socket.on('drain', done);
+        this.socket.on('close', done);
+      });
+    }
   }
 
   /** The next reply (its last line); fails when the connection closes first or after `timeoutMs`. */

@@ -1,4 +1,5 @@
 import { ChildProcess, execFile, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { scrubSecrets } from '#app/logging/secret-masking.js';
 import { join, resolve } from 'node:path';
 import { freePort } from '#app/common/net.js';
@@ -14,6 +15,15 @@ function childEnv(env: Record<string, string | undefined>): NodeJS.ProcessEnv {
   delete merged.NODE_TEST_CONTEXT;
   for (const [key, value] of Object.entries(env)) if (value === undefined) delete merged[key];
   return merged;
+}
+
+/**
+ * The allocator settings of the container image (`ENV MALLOC_…` of the Dockerfile), for a server
+ * that must use memory as the image does.
+ */
+export function imageAllocatorEnv(): Record<string, string> {
+  const dockerfile = readFileSync(join(REPO_ROOT, 'Dockerfile'), 'utf8');
+  return Object.fromEntries([...dockerfile.matchAll(/^ENV (MALLOC_\w+)=(\S+)$/gm)].map((m) => [m[1], m[2]]));
 }
 
 /** A port nobody listens on right now (the server does not report a PORT=0 choice back). */

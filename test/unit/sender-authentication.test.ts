@@ -3,7 +3,14 @@ import { describe, it } from 'node:test';
 import { AppConfig } from '#app/config/app-config.js';
 import { authenticationResult, dkimResult, senderVerdict } from '#app/mail/authentication-results.js';
 import { BoundedDnsResolver } from '#app/mail/bounded-dns-resolver.js';
-import { headerLinesExceed, MAX_CHECKED_HEADER_LINES, SenderAuthenticator } from '#app/mail/sender-authenticator.js';
+import { Readable, Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import {
+  HeaderLineLimit,
+  MAX_CHECKED_HEADER_LINES,
+  SenderAuthenticator,
+  TooManyHeaderLines,
+} from '#app/mail/sender-authenticator.js';
 import { dnsZone, failingResolver, hangingResolver } from '../support/dns-zone';
 
 describe('sender authentication: result mapping', () => {
@@ -47,12 +54,32 @@ describe('sender authentication: header blocks too long to check', () => {
       ['Subject: x', ...Array.from({ length: headerLines - 1 }, (_, i) => ` <id-${i}@x>`), '', 'body'].join(eol),
     );
 
-  it('counts the lines of the header block only, with CRLF or LF endings', () => {
-    assert.equal(headerLinesExceed(message(MAX_CHECKED_HEADER_LINES), MAX_CHECKED_HEADER_LINES), false);
-    assert.equal(headerLinesExceed(message(MAX_CHECKED_HEADER_LINES + 1), MAX_CHECKED_HEADER_LINES), true);
-    assert.equal(headerLinesExceed(message(MAX_CHECKED_HEADER_LINES + 1, '\n'), MAX_CHECKED_HEADER_LINES), true);
+  /** Whether HeaderLineLimit stops `raw` fed in chunks of `chunkSize` bytes (every line break split somewhere). */
+  const exceeds = async (raw: Buffer, limit = MAX_CHECKED_HEADER_LINES, chunkSize = 7) => {
+    const chunks = Array.from({ length: Math.ceil(raw.length / chunkSize) }, (_, i) =>
+      raw.subarray(i * chunkSize, (i + 1) * chunkSize),
+    );
+    const sink = new Writable({ write: (_chunk, _encoding, done) => done() });
+    try {
+      await pipeline(Readable.from(chunks), new HeaderLineLimit(limit), sink);
+      return false;
+    } catch (err) {
+      if (err instanceof TooManyHeaderLines) return true;
+      throw err;
+    }
+  };
+
+  it('counts the lines of the header block only, with CRLF or LF endings, however the message is cut', async () => {
+    assert.equal(await exceeds(message(MAX_CHECKED_HEADER_LINES)), false);
+    assert.equal(await exceeds(message(MAX_CHECKED_HEADER_LINES + 1)), true);
+    assert.equal(await exceeds(message(MAX_CHECKED_HEADER_LINES + 1, '\n')), true);
     const longBody = Buffer.from(`Subject: x\r\n\r\n${'line\r\n'.repeat(MAX_CHECKED_HEADER_LINES * 2)}`);
-    assert.equal(headerLinesExceed(longBody, MAX_CHECKED_HEADER_LINES), false);
+    assert.equal(await exceeds(longBody), false);
+    for (const size of [1, 2, 3, 64 * 1024]) {
+      assert.equal(await exceeds(Buffer.from('A: 1\r\nB: 2\r\n\r\nC: 3\r\nD: 4\r\n'), 2, size), false);
+      assert.equal(await exceeds(Buffer.from('A: 1\r\nB: 2\r\nC: 3\r\n\r\nbody'), 2, size), true);
+      assert.equal(await exceeds(Buffer.from('\r\nA: 1\r\nB: 2\r\nC: 3\r\n'), 2, size), false);
+    }
   });
 
   it('a header block of 70,000 folded lines is permerror at once, without asking DNS', async () => {
