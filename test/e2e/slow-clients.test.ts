@@ -155,6 +155,8 @@ describe('slow and stuck clients', { concurrency: true }, () => {
       intervalMs: 100,
     });
     assert.ok(Date.now() - sent >= SHORT.unread * 1000 - 500, 'not before the limit');
+    // A destroyed socket lets go of its buffer when it has closed (its pending write is cancelled then).
+    await waitFor('the abandoned socket to close', () => serverSide.closed);
     assert.equal(serverSide.writableLength, 0, 'its buffered output is released');
     socket.resume();
     await waitFor('the client to see the connection end', () => ended);
