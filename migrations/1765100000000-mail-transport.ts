@@ -1,7 +1,7 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
 
 /**
- * Mail transport (SPEC 9): the sender authentication of inbound messages, the References chain
+ * Mail transport: the sender authentication of inbound messages, the References chain
  * that outbound replies continue, and the outbox of approved mail with its delivery state.
  */
 export class MailTransport1765100000000 implements MigrationInterface {

@@ -1,7 +1,7 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
 
 /**
- * Grants (SPEC 10): which mailboxes an OAuth principal reaches. A principal is the subject, the
+ * Grants: which mailboxes an OAuth principal reaches. A principal is the subject, the
  * client or a group of a JWT; the name after the kind is whatever the identity provider says.
  */
 export class Grants1765200000000 implements MigrationInterface {

@@ -1,7 +1,7 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
 
 /**
- * Waits and tasks created with a JWT are bound to the OAuth principal (`prn_…`, SPEC 10 "Binding"),
+ * Waits and tasks created with a JWT are bound to the OAuth principal (`prn_…`),
  * which has no row in `tokens`: the binding id is no longer always a token id.
  */
 export class PrincipalBindings1765200000001 implements MigrationInterface {

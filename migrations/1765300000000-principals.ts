@@ -1,7 +1,7 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
 
 /**
- * OAuth principals as credentials (SPEC 10 "Binding"): the claims that grants match (subject,
+ * OAuth principals as credentials: the claims that grants match (subject,
  * client, groups) and the scopes of the principal's newest access token, kept so that any replica
  * can act for a principal's stored waits, tickets and tasks without its token. `principal_mailboxes`
  * is the one definition of which mailboxes grants give; `credentials` puts tokens and principals

@@ -1,7 +1,7 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
 
 /**
- * The approver console (SPEC 11): sessions kept in PostgreSQL so that any replica serves any click
+ * The approver console: sessions kept in PostgreSQL so that any replica serves any click
  * and signing out ends a session everywhere; the approvers of each mailbox; and the single-use
  * links of approval by email. Session secrets and link tokens are stored only as SHA-256 hashes.
  */

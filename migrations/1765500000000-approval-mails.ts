@@ -1,7 +1,7 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
 
 /**
- * Approval by email (SPEC 11): one delivery job per approver and new request. It is not an
+ * Approval by email: one delivery job per approver and new request. It is not an
  * outbound message of the mailbox (agents must never read an approver's link), so it has its own
  * small queue; the link token is made when the mail is sent and only its hash is stored
  * (approval_links), so no usable token ever rests in the database.

@@ -1,7 +1,7 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
 
 /**
- * The console's request pages (SPEC 11): who asked is shown by name, so the `credentials` view
+ * The console's request pages: who asked is shown by name, so the `credentials` view
  * gains a `name` (a token's name; a principal's email, else its client id, else its subject); and
  * the history lists decided requests by decision time, newest first, from an index on it.
  */

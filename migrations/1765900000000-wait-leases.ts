@@ -1,7 +1,7 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
 
 /**
- * One owner per pending persisted wait (SPEC 13). Each replica holds one lease row in
+ * One owner per pending persisted wait. Each replica holds one lease row in
  * `wait_owners`, renewed by one statement however many waits it owns, with the session of its
  * doorbell listener (pid and start time) so that other replicas see at once when its process is
  * gone; `waits.owner` names the replica that watches a pending wait (NULL: unowned, any replica may

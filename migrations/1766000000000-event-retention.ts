@@ -1,7 +1,7 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
 
 /**
- * Event retention (SPEC 13): housekeeping deletes events older than ALCARTA_EVENT_RETENTION_DAYS,
+ * Event retention: housekeeping deletes events older than ALCARTA_EVENT_RETENTION_DAYS,
  * oldest first, by `created_at`; without this index every run would scan the whole table. Built
  * CONCURRENTLY (so outside a transaction): on a large existing log, replicas still writing events
  * during a rolling upgrade are not blocked while it builds.

@@ -1,7 +1,7 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
 
 /**
- * The feed of approval decisions of the Events extension (`approval.decided`, SPEC 12) reads the event
+ * The feed of approval decisions of the Events extension (`approval.decided`) reads the event
  * log in commit-safe order: each event row records the id of the transaction that wrote it (`xact`,
  * PostgreSQL's 64-bit xid8 as a bigint), and a reader takes only rows of transactions older than the
  * oldest one still running (see EventRepository.decisionsAfter). Existing rows keep NULL: the feed

@@ -1,5 +1,5 @@
 /**
- * `npm run bench:auth`: what validating a JWT access token costs an MCP `tools/call` (issue 11).
+ * `npm run bench:auth`: what validating a JWT access token costs an MCP `tools/call`.
  *
  *   static token   CLIENTS official SDK clients call `list_messages` in a loop with an `alc_` token
  *   JWT            the same with an RS256 JWT of a loopback issuer whose key the server holds already

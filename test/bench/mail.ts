@@ -1,5 +1,5 @@
 /**
- * `npm run bench:mail`: inbound SMTP figures on this machine (issue 10 targets in brackets).
+ * `npm run bench:mail`: inbound SMTP figures on this machine (targets in brackets).
  *
  *   throughput, 1 mailbox    MESSAGES messages of 10 KiB over CONNECTIONS pooled SMTP connections [≥ 200/s]
  *   throughput, 20 mailboxes the same, spread round-robin over 20 mailboxes                       [≥ 200/s]

@@ -3,10 +3,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openEmbeddedPostgres } from '#app/database/embedded-postgres.js';
 
-/** One row of a benchmark's README table: measurement, setup, result, target. */
+/** One row of a benchmark table (docs/benchmarks.md): measurement, setup, result, target. */
 export type BenchRow = [string, string, string, string];
 
-/** Prints the rows as the Markdown table the README keeps, under a dated title. */
+/** Prints the rows as the Markdown table docs/benchmarks.md keeps, under a dated title. */
 export function printTable(title: string, rows: readonly BenchRow[]): void {
   const table = [
     '| measurement | setup | result | target |',

@@ -1,5 +1,5 @@
 /**
- * The multi-replica row of `npm run bench:waits` (issue 13 "Also"): 3 replicas of the server behind
+ * The multi-replica row of `npm run bench:waits`: 3 replicas of the server behind
  * the local nginx cluster (test/tools/local-cluster.ts), BENCH_PARKED blocking message waits opened
  * through nginx (which spreads them over the replicas), all on one mailbox; then
  *

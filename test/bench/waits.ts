@@ -1,5 +1,5 @@
 /**
- * `npm run bench:waits`: the wait engine's figures on this machine (issue 13 targets in brackets).
+ * `npm run bench:waits`: the wait engine's figures on this machine (targets in brackets).
  * BENCH_PARKED (default 10,000) sets how many waits are parked at once.
  *
  *   parked capacity   BENCH_PARKED blocked message waits on one process; server RSS per parked wait [≤ 32 KiB]
