@@ -121,7 +121,8 @@ export class SmtpRelay {
   private async keep(message: OutboundMessageFields, origin: MailOrigin): Promise<AttemptOutcome> {
     try {
       const info = await this.keeping!.sendMail(composeOutboundMail(message, this.dkim));
-      this.kept.keep({ ...message, ...origin, source: info.message.toString('utf8') });
+      // `buffer: true`: the composed message comes back whole, as a Buffer.
+      this.kept.keep({ ...message, ...origin, source: (info.message as Buffer).toString('utf8') });
       return { kind: 'sent', response: KEPT_RESPONSE };
     } catch (err) {
       // Composing failed (a DKIM key nodemailer cannot use): a relay could not have taken it either.

@@ -105,7 +105,7 @@ function followPendingList(list) {
 document.addEventListener('DOMContentLoaded', function () {
   localizeTimes(document);
   // Relative times go stale as the page stays open: "in 3 minutes" must not still say so later.
-  setInterval(function () {
+  window.setInterval(function () {
     localizeTimes(document);
   }, 30000);
   var list = document.getElementById('pending-list');
