@@ -22,7 +22,7 @@ export class KeptMailPageGuard implements CanActivate {
 }
 
 const KIND_TEXT: Record<KeptMail['kind'], string> = {
-  message: 'Mailbox mail',
+  message: 'Approved email',
   approval_mail: 'Approval mail',
 };
 
