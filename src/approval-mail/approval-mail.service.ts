@@ -103,6 +103,7 @@ export class ApprovalMailService implements OnModuleInit {
     const url = `${this.config.publicUrl}/console/links/${token}`;
     const outcome = await this.relay.send(
       approvalMail(request, mailbox.address, names.get(request.createdBy) ?? null, mail.email, url, new Date()),
+      { kind: 'approval_mail', mailboxId: request.mailboxId },
     );
     let changes: ApprovalMailChanges;
     if (outcome.kind === 'sent') {

@@ -69,6 +69,11 @@ export class ApprovalRequestRepository {
     });
   }
 
+  /** How many requests of the mailboxes `access` reaches are pending (the console's header shows it). */
+  countPending(access: MailboxAccess): Promise<number> {
+    return this.requests.countBy(visible(access, { state: 'pending' }));
+  }
+
   /**
    * Pending requests past their expiry, locked; rows another replica's sweeper holds are skipped,
    * so sweepers on several replicas share the work instead of waiting on each other.

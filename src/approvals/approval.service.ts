@@ -171,6 +171,11 @@ export class ApprovalService {
     return { requests: rows.map((r) => ({ ...requestView(r, deliveries.get(r.id)), created_by: r.createdBy })) };
   }
 
+  /** How many requests the caller can see are pending, in every mailbox it reaches. */
+  countPending(caller: Caller): Promise<number> {
+    return this.requests.countPending(caller.mailboxAccess);
+  }
+
   /** Withdrawing a request is not a decision about it: the credential that asked may cancel it. */
   cancel(caller: Caller, requestId: string) {
     return this.decide(caller, requestId, 'cancelled', null);

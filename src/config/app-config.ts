@@ -3,6 +3,9 @@ import { resolve } from 'node:path';
 import { Environment } from './environment';
 import { trustedProxyEntries } from './trusted-proxies';
 
+/** The ALCARTA_SMTP_RELAY_URL that keeps outbound mail in the console instead of sending it. */
+export const KEEP_IN_CONSOLE_RELAY = 'console:';
+
 /** Typed, derived view of the validated environment that the rest of the application injects. */
 export class AppConfig {
   readonly port: number;
@@ -53,6 +56,8 @@ export class AppConfig {
   readonly mailAuthentication: boolean;
   /** Undefined: approved mail is recorded with delivery status `not_configured`. */
   readonly smtpRelayUrl: string | undefined;
+  /** ALCARTA_SMTP_RELAY_URL=console: (local development): outbound mail is kept in the console, never sent. */
+  readonly keepsOutboundMail: boolean;
   readonly dkim: { selector: string; privateKeyFile: string } | undefined;
   readonly smtpRetryMaxMs: number;
   readonly smtpRetryBaseMs: number;
@@ -126,6 +131,7 @@ export class AppConfig {
     this.smtpMaxBytesInFlight = env.ALCARTA_SMTP_MAX_BYTES_IN_FLIGHT;
     this.mailAuthentication = env.ALCARTA_MAIL_AUTH === 'on';
     this.smtpRelayUrl = env.ALCARTA_SMTP_RELAY_URL;
+    this.keepsOutboundMail = env.ALCARTA_SMTP_RELAY_URL === KEEP_IN_CONSOLE_RELAY;
     this.dkim =
       env.ALCARTA_DKIM_SELECTOR && env.ALCARTA_DKIM_PRIVATE_KEY_FILE
         ? { selector: env.ALCARTA_DKIM_SELECTOR, privateKeyFile: env.ALCARTA_DKIM_PRIVATE_KEY_FILE }

@@ -267,10 +267,15 @@ export class Environment {
   @IsIn(['on', 'off'])
   ALCARTA_MAIL_AUTH: 'on' | 'off' = 'on';
 
-  /** Outbound relay: smtp://user:pass@host:587 (STARTTLS) or smtps://user:pass@host:465 (TLS). */
+  /**
+   * Outbound relay: smtp://user:pass@host:587 (STARTTLS) or smtps://user:pass@host:465 (TLS). For
+   * local development, `console:` sends nothing: outbound mail is kept and shown at /console/outbox.
+   */
   @Transform(emptyToUndefined)
   @IsOptional()
-  @Matches(/^smtps?:\/\/[^\s]+$/, { message: 'ALCARTA_SMTP_RELAY_URL must be an smtp:// or smtps:// URL' })
+  @Matches(/^(smtps?:\/\/[^\s]+|console:)$/, {
+    message: 'ALCARTA_SMTP_RELAY_URL must be an smtp:// or smtps:// URL, or console:',
+  })
   ALCARTA_SMTP_RELAY_URL?: string;
 
   /** DKIM signing of outbound mail for the mailbox's domain, when both are set. */

@@ -6,10 +6,11 @@ import { Public } from '../auth/auth.decorators';
 import { AlcartaError } from '../common/errors';
 import { CONSOLE_VIEWS_DIR } from './console-views';
 
-/** The console's own stylesheet and script: a fixed list, read once, served from memory. */
+/** The console's own stylesheet, script and icon: a fixed list, read once, served from memory. */
 const ASSETS: Record<string, string> = {
   'console.css': 'text/css; charset=utf-8',
   'console.js': 'text/javascript; charset=utf-8',
+  'favicon.svg': 'image/svg+xml',
 };
 
 @Controller('console/assets')

@@ -21,9 +21,13 @@ export const STREAM_LIFETIME_MS = 10 * 60 * 1000;
 /** The `retry:` the browser waits before it reconnects a stream that ended (a drain, the lifetime). */
 export const RECONNECT_MS = 2000;
 
-/** The pending list as a page shows it: its HTML, and a fingerprint that says whether it changed. */
+/**
+ * The pending list as a page shows it: its HTML, the header's pending count (every mailbox the
+ * caller reaches, whatever the list's filter), and a fingerprint that says whether either changed.
+ */
 export interface PendingSnapshot {
   html: string;
+  pendingCount: number;
   fingerprint: string;
 }
 
@@ -80,9 +84,12 @@ export class ConsolePendingFeedService implements DoorbellSubscriber, OnModuleDe
 
   /** The pending list of `caller` (in one mailbox, or all it reaches), rendered as the page shows it. */
   async snapshot(caller: Caller, mailboxId: string | undefined) {
-    const listing = await this.requests.pending(caller, mailboxId);
+    const [listing, pendingCount] = await Promise.all([
+      this.requests.pending(caller, mailboxId),
+      this.requests.pendingCount(caller),
+    ]);
     const html = this.views.fragment('_pending-list', { mailboxId, ...listing });
-    return { ...listing, html, fingerprint: fingerprintOf(html) };
+    return { ...listing, html, pendingCount, fingerprint: fingerprintOf(`${pendingCount}\n${html}`) };
   }
 
   /**
@@ -185,10 +192,10 @@ function ended(res: Response, reason: string): void {
 
 function pendingEvent(snapshot: PendingSnapshot): string {
   // The id comes back as Last-Event-ID when the browser reconnects: the stream then knows what it shows.
-  return `event: pending\nid: ${snapshot.fingerprint}\ndata: ${JSON.stringify({ fingerprint: snapshot.fingerprint, html: snapshot.html })}\n\n`;
+  return `event: pending\nid: ${snapshot.fingerprint}\ndata: ${JSON.stringify({ fingerprint: snapshot.fingerprint, html: snapshot.html, pending_count: snapshot.pendingCount })}\n\n`;
 }
 
-/** A short digest of the list's HTML: equal lists give equal fingerprints, on every replica. */
+/** A short digest of what a page shows: equal lists give equal fingerprints, on every replica. */
 export function fingerprintOf(html: string): string {
   return createHash('sha256').update(html).digest('base64url').slice(0, 22);
 }

@@ -29,12 +29,13 @@ export class ConsoleRequestsController {
   @Get()
   async pending(@CurrentSession() session: ActiveSession, @Query('mailbox') mailbox: unknown, @Res() res: Response) {
     const mailboxId = textParam(mailbox);
-    const { mailboxes, html, fingerprint } = await this.feed.snapshot(session.caller, mailboxId);
+    const { mailboxes, html, pendingCount, fingerprint } = await this.feed.snapshot(session.caller, mailboxId);
     const query = new URLSearchParams({ ...(mailboxId && { mailbox: mailboxId }), seen: fingerprint });
     res.type('html').send(
       this.views.render('pending', {
         title: 'Pending requests',
         session,
+        pendingCount,
         mailboxId,
         mailboxes,
         listHtml: html,
@@ -66,11 +67,15 @@ export class ConsoleRequestsController {
     @Res() res: Response,
   ) {
     const [stateFilter, mailboxId] = [textParam(state), textParam(mailbox)];
-    const listing = await this.requests.history(session.caller, stateFilter, mailboxId);
+    const [listing, pendingCount] = await Promise.all([
+      this.requests.history(session.caller, stateFilter, mailboxId),
+      this.requests.pendingCount(session.caller),
+    ]);
     res.type('html').send(
       this.views.render('history', {
         title: 'History',
         session,
+        pendingCount,
         mailboxId,
         state: stateFilter,
         states: DECIDED_STATES,
@@ -86,11 +91,15 @@ export class ConsoleRequestsController {
     @Query('notice') notice: unknown,
     @Res() res: Response,
   ) {
-    const shown = await this.requests.request(session.caller, id);
+    const [shown, pendingCount] = await Promise.all([
+      this.requests.request(session.caller, id),
+      this.requests.pendingCount(session.caller),
+    ]);
     res.type('html').send(
       this.views.render('request', {
         title: shown.request.title,
         session,
+        pendingCount,
         notice: notice === 'decided' || notice === 'already_decided' ? notice : undefined,
         ...shown,
       }),

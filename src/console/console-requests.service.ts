@@ -42,6 +42,11 @@ export class ConsoleRequestsService {
     return this.listing(caller, { state: 'pending', mailboxId, newestBy: 'created' });
   }
 
+  /** What the header's pending count shows: every pending request of every mailbox the caller reaches. */
+  pendingCount(caller: Caller): Promise<number> {
+    return this.approvals.countPending(caller);
+  }
+
   async history(caller: Caller, state: string | undefined, mailboxId: string | undefined) {
     if (state !== undefined && !DECIDED_STATES.includes(state as RequestState)) {
       throw invalidRequest('invalid_state', `Choose one of: ${DECIDED_STATES.join(', ')}.`);

@@ -5,12 +5,14 @@ import { ApprovalsModule } from '../approvals/approvals.module';
 import { AuthModule } from '../auth/auth.module';
 import { EventsModule } from '../events/events.module';
 import { MailModule } from '../mail/mail.module';
+import { OutboxModule } from '../outbox/outbox.module';
 import { WaitsModule } from '../waits/waits.module';
 import { ConsoleAssetsController } from './console-assets.controller';
 import { ConsoleAttemptLimits } from './console-attempt-limits';
 import { ConsoleExceptionFilter } from './console-exception.filter';
 import { ConsoleHeadersMiddleware } from './console-headers.middleware';
 import { ConsoleOidcService } from './console-oidc.service';
+import { ConsoleOutboxController, KeptMailPageGuard } from './console-outbox.controller';
 import { ConsolePendingFeedService } from './console-pending-feed.service';
 import { ConsoleRequestsController } from './console-requests.controller';
 import { ConsoleRequestsService } from './console-requests.service';
@@ -36,8 +38,9 @@ const FORM_BODY_LIMIT = '32kb';
     MailModule,
     WaitsModule,
     EventsModule,
+    OutboxModule,
   ],
-  controllers: [ConsoleAssetsController, ConsoleSignInController, ConsoleRequestsController],
+  controllers: [ConsoleAssetsController, ConsoleSignInController, ConsoleRequestsController, ConsoleOutboxController],
   providers: [
     ConsoleViews,
     ConsoleSessionRepository,
@@ -51,6 +54,7 @@ const FORM_BODY_LIMIT = '32kb';
     ConsoleMetrics,
     ConsoleSessionHousekeeping,
     ConsoleAttemptLimits,
+    KeptMailPageGuard,
   ],
   exports: [ConsoleViews, ConsoleSessionHousekeeping],
 })

@@ -7,6 +7,7 @@ import { OutboundDeliveryRepository } from './outbound-delivery.repository';
 import { OutboxController } from './outbox.controller';
 import { OutboxMetrics } from './outbox.metrics';
 import { OutboxService } from './outbox.service';
+import { KeptMailStore } from './kept-mail';
 import { OutboxWorker } from './outbox.worker';
 import { SmtpRelay } from './smtp-relay';
 
@@ -17,7 +18,7 @@ import { SmtpRelay } from './smtp-relay';
 @Module({
   imports: [TypeOrmModule.forFeature([OutboundDeliveryEntity]), MailModule, EventsModule],
   controllers: [OutboxController],
-  providers: [OutboundDeliveryRepository, OutboxService, OutboxWorker, SmtpRelay, OutboxMetrics],
-  exports: [OutboxService, OutboxWorker, SmtpRelay],
+  providers: [OutboundDeliveryRepository, OutboxService, OutboxWorker, SmtpRelay, KeptMailStore, OutboxMetrics],
+  exports: [OutboxService, OutboxWorker, SmtpRelay, KeptMailStore],
 })
 export class OutboxModule {}

@@ -88,7 +88,9 @@ export class OutboxWorker implements DueWork {
     message: NonNullable<ClaimedDelivery['delivery']['message']>,
     requestId: string | null,
   ): Promise<void> {
-    const outcome = (await this.outbox.refusalOf(message, requestId)) ?? (await this.relay.send(message));
+    const outcome =
+      (await this.outbox.refusalOf(message, requestId)) ??
+      (await this.relay.send(message, { kind: 'message', mailboxId: message.mailboxId }));
     const recorded = await this.outbox.recordOutcome(this.replicaId, messageId, outcome);
     this.attempts.inc({ outcome: recorded === undefined ? 'lost_claim' : outcome.kind });
     this.logger.log({

@@ -1,16 +1,36 @@
 // The console's only script (no inline scripts: the Content-Security-Policy forbids them).
 'use strict';
 
-// Times arrive as UTC text in <time datetime>; show them in the reader's own time zone.
+// Times arrive as UTC text in <time datetime>; show them in the reader's own time zone. A time
+// marked data-relative (an expiry) reads "in 3 hours", with the absolute time as its tooltip.
 var timeFormat = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' });
+var relativeFormat = new Intl.RelativeTimeFormat(undefined, { numeric: 'auto' });
 function localizeTimes(root) {
   root.querySelectorAll('time[datetime]').forEach(function (el) {
     var when = new Date(el.getAttribute('datetime'));
-    if (!isNaN(when.getTime())) {
+    if (isNaN(when.getTime())) return;
+    if (el.hasAttribute('data-relative')) {
+      el.textContent = relativeTime(when.getTime() - Date.now());
+      el.title = timeFormat.format(when);
+    } else {
       el.textContent = timeFormat.format(when);
       el.title = when.toISOString();
     }
   });
+}
+
+// The largest unit that fits, rounded: "in 45 seconds", "in 20 minutes", "in 3 hours", "in 2 days".
+var UNITS = [
+  ['day', 86400000, 2],
+  ['hour', 3600000, 1.5],
+  ['minute', 60000, 1],
+];
+function relativeTime(ms) {
+  for (var i = 0; i < UNITS.length; i++) {
+    var unit = UNITS[i];
+    if (Math.abs(ms) >= unit[1] * unit[2]) return relativeFormat.format(Math.round(ms / unit[1]), unit[0]);
+  }
+  return relativeFormat.format(Math.round(ms / 1000), 'second');
 }
 
 function requestIds(root) {
@@ -37,6 +57,8 @@ function followPendingList(list) {
     list.innerHTML = update.html;
     list.setAttribute('data-fingerprint', update.fingerprint);
     localizeTimes(list);
+    var count = document.getElementById('pending-count');
+    if (count) count.textContent = String(update.pending_count);
     var after = requestIds(list);
     var added = after.filter(function (id) {
       return before.indexOf(id) < 0;
@@ -82,6 +104,10 @@ function followPendingList(list) {
 
 document.addEventListener('DOMContentLoaded', function () {
   localizeTimes(document);
+  // Relative times go stale as the page stays open: "in 3 minutes" must not still say so later.
+  window.setInterval(function () {
+    localizeTimes(document);
+  }, 30000);
   var list = document.getElementById('pending-list');
   if (list && window.EventSource) followPendingList(list);
 });
