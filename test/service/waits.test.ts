@@ -65,7 +65,7 @@ describe('WaitService and the wait engine', () => {
   async function wakes(): Promise<number> {
     const histogram = tier.get(Metrics).registry.getSingleMetric('alcarta_wake_latency_seconds') as Histogram;
     const { values } = await histogram.get();
-    return (values)
+    return values
       .filter((v) => v.metricName === 'alcarta_wake_latency_seconds_count')
       .reduce((sum, v) => sum + v.value, 0);
   }
