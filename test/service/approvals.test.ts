@@ -4,18 +4,7 @@ import { ApprovalService, MAX_EXPIRY_SECONDS } from '#app/approvals/approval.ser
 import { Caller } from '#app/auth/caller.js';
 import { AlcartaError } from '#app/common/errors.js';
 import { MessageService } from '#app/mail/message.service.js';
-import { inbound, ServiceTier, startServiceTier } from '../support/service-tier';
-
-/** Asserts that `run` rejects with an AlcartaError of this code and reason; returns it. */
-async function refused(run: Promise<unknown>, code: string, reason: string): Promise<AlcartaError> {
-  const err = await run.then(
-    () => assert.fail(`expected ${code}/${reason}, but it succeeded`),
-    (e: unknown) => e,
-  );
-  assert.ok(err instanceof AlcartaError, `expected an AlcartaError, got ${String(err)}`);
-  assert.deepEqual([err.code, err.reason], [code, reason], err.message);
-  return err;
-}
+import { inbound, refused, ServiceTier, startServiceTier } from '../support/service-tier';
 
 /**
  * The approval state machine as ApprovalService keeps it: pending → approved | rejected | expired |

@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Caller } from '#app/auth/caller.js';
-import { AlcartaError } from '#app/common/errors.js';
 import { MessageService } from '#app/mail/message.service.js';
-import { inbound, ServiceTier, startServiceTier } from '../support/service-tier';
+import { inbound, refused, ServiceTier, startServiceTier } from '../support/service-tier';
 
 /** Every message of the mailbox through `list`, page by page, following next_cursor. */
 async function listAll(messages: MessageService, caller: Caller, mailboxId: string, pageSize: number) {
@@ -15,10 +14,6 @@ async function listAll(messages: MessageService, caller: Caller, mailboxId: stri
     seen.push(...page.messages.map((m) => m.message_id));
     cursor = page.next_cursor;
   }
-}
-
-async function notFound(run: Promise<unknown>, reason: string): Promise<void> {
-  await assert.rejects(run, (err: unknown) => err instanceof AlcartaError && err.reason === reason);
 }
 
 /**
@@ -156,11 +151,11 @@ describe('MessageService', () => {
 
   it("other mailboxes' messages and mailboxes are not_found, for ingest, list and get alike", async () => {
     const { messageId } = await messages.ingest(reader, mailbox, inbound({ subject: 'private' }));
-    await notFound(messages.get(outsider, messageId), 'message_not_found');
-    await notFound(messages.get(outsider, 'msg_doesnotexist'), 'message_not_found');
-    await notFound(messages.list(outsider, mailbox, undefined, 10), 'mailbox_not_found');
+    await refused(messages.get(outsider, messageId), 'not_found', 'message_not_found');
+    await refused(messages.get(outsider, 'msg_doesnotexist'), 'not_found', 'message_not_found');
+    await refused(messages.list(outsider, mailbox, undefined, 10), 'not_found', 'mailbox_not_found');
     const before = await countIn(mailbox);
-    await notFound(messages.ingest(outsider, mailbox, inbound()), 'mailbox_not_found');
+    await refused(messages.ingest(outsider, mailbox, inbound()), 'not_found', 'mailbox_not_found');
     assert.equal(await countIn(mailbox), before);
   });
 });

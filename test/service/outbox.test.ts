@@ -2,10 +2,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ApprovalService } from '#app/approvals/approval.service.js';
 import { Caller } from '#app/auth/caller.js';
-import { AlcartaError } from '#app/common/errors.js';
 import { OutboxService } from '#app/outbox/outbox.service.js';
 import { SmtpRelay } from '#app/outbox/smtp-relay.js';
-import { ServiceTier, startServiceTier } from '../support/service-tier';
+import { refused, ServiceTier, startServiceTier } from '../support/service-tier';
 
 const RETRY_BASE_SECONDS = 60;
 
@@ -93,7 +92,7 @@ describe('OutboxService', () => {
 
     const outsider = await tier.caller(['admin'], [await tier.mailbox()]);
     assert.equal((await outbox.list(outsider, undefined, 50)).deliveries.length, 0);
-    await assert.rejects(outbox.retry(outsider, messageId), (e: AlcartaError) => e.reason === 'message_not_found');
+    await refused(outbox.retry(outsider, messageId), 'not_found', 'message_not_found');
 
     const [claimed] = await outbox.claim('replica-a', 10);
     assert.equal(claimed.delivery.messageId, messageId);
@@ -194,7 +193,7 @@ describe('OutboxService', () => {
     const retried = await outbox.retry(admin, messageId);
     assert.equal(retried.status, 'queued');
     assert.equal(retried.reason, undefined);
-    await assert.rejects(outbox.retry(admin, messageId), (e: AlcartaError) => e.reason === 'delivery_not_failed');
+    await refused(outbox.retry(admin, messageId), 'conflict', 'delivery_not_failed');
     await outbox.claim('replica-a', 10);
     await settle('replica-a', [messageId]);
   });

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Caller } from '#app/auth/caller.js';
-import { AlcartaError } from '#app/common/errors.js';
 import { MessageService } from '#app/mail/message.service.js';
 import { AwaitArguments, WaitService } from '#app/waits/wait.service.js';
+import { WaiterRegistry } from '#app/waits/waiter-registry.js';
 import { WaitResult } from '#app/waits/wait-spec.js';
-import { inbound, ServiceTier, startServiceTier } from '../support/service-tier';
+import { inbound, refused, ServiceTier, startServiceTier } from '../support/service-tier';
 import { waitFor } from '../support/wait-for';
 
 interface WaitRow {
@@ -89,10 +89,7 @@ describe('persisted waits: ownership between two replicas', () => {
     const wait = await first.get(WaitService).persist(agent, messageWait('private'), undefined);
     const other = await first.caller(['mail:read'], [mailbox]);
     for (const id of [wait.id, 'wt_doesnotexist']) {
-      await assert.rejects(
-        poll(first, id, other),
-        (err: unknown) => err instanceof AlcartaError && err.reason === 'wait_not_found',
-      );
+      await refused(poll(first, id, other), 'not_found', 'wait_not_found');
     }
   });
 
@@ -116,6 +113,12 @@ describe('persisted waits: ownership between two replicas', () => {
     );
 
     const polling = poll(second, wait.id);
+    await waitFor('the wait_id poll to block', () =>
+      second
+        .get(WaiterRegistry)
+        .resultWaiters(wait.id)
+        .some((w) => w.timer !== undefined),
+    );
     const [arrived] = await second.get(MessageService).store([mailbox], inbound({ subject: 'Handover done' }));
     assert.deepEqual(eventIds(await polling), [arrived.messageId]);
     assert.deepEqual(eventIds((await resolved(wait.id)).result), [arrived.messageId]);

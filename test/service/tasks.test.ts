@@ -7,18 +7,12 @@ import { MessageService } from '#app/mail/message.service.js';
 import { TaskRepository } from '#app/tasks/task.repository.js';
 import { TaskService } from '#app/tasks/task.service.js';
 import { AwaitArguments } from '#app/waits/wait.service.js';
-import { inbound, ServiceTier, startServiceTier } from '../support/service-tier';
+import { WaiterRegistry } from '#app/waits/waiter-registry.js';
+import { inbound, refused, ServiceTier, startServiceTier } from '../support/service-tier';
+import { waitFor } from '../support/wait-for';
 
 const MAX_ACTIVE = 3;
 const MAX_TTL_SECONDS = 7200;
-
-async function refused(run: Promise<unknown>, code: string, reason: string): Promise<void> {
-  await assert.rejects(run, (err: unknown) => {
-    assert.ok(err instanceof AlcartaError, String(err));
-    assert.deepEqual([err.code, err.reason], [code, reason], err.message);
-    return true;
-  });
-}
 
 /**
  * TaskService: a task is a persisted wait with a status. It completes in the transaction that fixes
@@ -54,12 +48,24 @@ describe('TaskService', () => {
     delivery: 'poll',
   });
 
+  /** Resolves once a tasks/result call is parked on the task's wait (its first read done). */
+  async function blockedOn(taskId: string): Promise<void> {
+    const [{ wait_id }] = await tier.db.query<{ wait_id: string }>(`SELECT wait_id FROM tasks WHERE id = $1`, [taskId]);
+    await waitFor('tasks/result to block', () =>
+      tier
+        .get(WaiterRegistry)
+        .resultWaiters(wait_id)
+        .some((w) => w.timer !== undefined),
+    );
+  }
+
   it('a working task completes when its wait matches; tasks/result blocks until then and returns the match', async () => {
     const task = await tasks.start(agent, messageWait('invoice 17'), undefined);
     assert.equal(task.status, 'working');
     assert.equal(task.ttl, 300_000 + 3600_000, 'by default the wait plus an hour to fetch the result');
 
     const result = tasks.result(agent, task.taskId);
+    await blockedOn(task.taskId);
     await tier.get(MessageService).store([mailbox], inbound({ subject: 'unrelated' }));
     const { messageId } = (await tier.get(MessageService).store([mailbox], inbound({ subject: 'Invoice 17' })))[0];
 
@@ -85,6 +91,7 @@ describe('TaskService', () => {
   it('cancel ends a working task at once and stops its wait; a terminal task cannot be cancelled', async () => {
     const task = await tasks.start(agent, messageWait('cancel me'), undefined);
     const waiting = tasks.awaitEnd(agent, task.taskId);
+    await blockedOn(task.taskId);
     const cancelled = await tasks.cancel(agent, task.taskId);
     assert.equal(cancelled.status, 'cancelled');
     assert.equal(cancelled.statusMessage, 'The task was cancelled by request.');
@@ -169,6 +176,7 @@ describe('TaskService', () => {
     const task = await tasks.start(doomed, messageWait('revoked'), undefined);
     // Whoever still waits for the result with that token is told its access ended.
     const blocked = refused(tasks.awaitEnd(doomed, task.taskId), 'unauthorized', 'token_revoked');
+    await blockedOn(task.taskId);
     // In the revoking transaction: no later read can see the task working.
     await tier.get(TokenService).revoke(OPERATOR, doomed.tokenId);
     const [row] = await tier.db.query<{ status: string; status_message: string }>(

@@ -3,14 +3,13 @@ import { after, before, describe, it } from 'node:test';
 import { Histogram } from 'prom-client';
 import { ApprovalService } from '#app/approvals/approval.service.js';
 import { Caller } from '#app/auth/caller.js';
-import { AlcartaError } from '#app/common/errors.js';
 import { MessageCursor } from '#app/mail/message-cursor.js';
 import { MessageService } from '#app/mail/message.service.js';
 import { Metrics } from '#app/metrics/metrics.js';
 import { WaiterRegistry } from '#app/waits/waiter-registry.js';
 import { AwaitArguments, WaitService } from '#app/waits/wait.service.js';
 import { WaitResult } from '#app/waits/wait-spec.js';
-import { inbound, ServiceTier, startServiceTier } from '../support/service-tier';
+import { inbound, refused, ServiceTier, startServiceTier } from '../support/service-tier';
 import { waitFor } from '../support/wait-for';
 
 const MAX_MESSAGE_WAIT_SECONDS = 120;
@@ -18,14 +17,6 @@ const MAX_MESSAGE_WAIT_SECONDS = 120;
 type MessageEvent = { type: string; message_id: string; subject: string };
 
 const eventIds = (result: WaitResult) => (result.events as MessageEvent[]).map((e) => e.message_id);
-
-async function refused(run: Promise<unknown>, code: string, reason: string): Promise<void> {
-  await assert.rejects(run, (err: unknown) => {
-    assert.ok(err instanceof AlcartaError, String(err));
-    assert.deepEqual([err.code, err.reason], [code, reason], err.message);
-    return true;
-  });
-}
 
 /**
  * WaitService and the wait engine in one process: a blocking wait checks the database once, parks
@@ -58,8 +49,16 @@ describe('WaitService and the wait engine', () => {
     ...fields,
   });
 
-  /** Resolves once `count` waits are parked in this process's registry. */
-  const parked = (count = 1) => waitFor(`${count} parked wait(s)`, () => registry.size === count);
+  /**
+   * Resolves once `count` waits are parked: filed in the registry, their first check done (a wait is
+   * filed before that check, and arms its deadline timer after it). From then on only a doorbell
+   * can answer them.
+   */
+  const parked = (count = 1) =>
+    waitFor(`${count} parked wait(s)`, () => {
+      const waiting = registry.all();
+      return waiting.length === count && waiting.every((w) => w.timer !== undefined);
+    });
 
   /** How many waits the engine has answered on a doorbell so far (the wake-latency samples). */
   async function wakes(): Promise<number> {

@@ -7,12 +7,14 @@
  * No background job runs unless a test starts it (`startDoorbells`, `startWaitEngine`): a sweeper
  * or worker acting on its own would race the rule a test checks.
  */
+import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { Type } from '@nestjs/common';
 import { Test, TestingModule, TestingModuleBuilder } from '@nestjs/testing';
 import { AppModule } from '#app/app.module.js';
 import { Caller, OPERATOR } from '#app/auth/caller.js';
 import { Scope } from '#app/auth/scopes.js';
+import { AlcartaError } from '#app/common/errors.js';
 import { TokenService } from '#app/auth/token.service.js';
 import { MigrationRunner } from '#app/database/migration-runner.js';
 import { DoorbellListener } from '#app/events/doorbell-listener.js';
@@ -125,4 +127,18 @@ export function inbound(fields: Partial<InboundMessage> = {}): InboundMessage {
     receivedAt: null,
     ...fields,
   };
+}
+
+/**
+ * Asserts that `run` fails with the AlcartaError of this code and reason (what REST and MCP turn
+ * into a status and an error result); returns the error for further checks.
+ */
+export async function refused(run: Promise<unknown>, code: string, reason: string): Promise<AlcartaError> {
+  const err = await run.then(
+    () => assert.fail(`expected ${code} ${reason}, but it succeeded`),
+    (e: unknown) => e,
+  );
+  assert.ok(err instanceof AlcartaError, `expected an AlcartaError, got ${String(err)}`);
+  assert.deepEqual([err.code, err.reason], [code, reason], err.message);
+  return err;
 }
