@@ -4,8 +4,8 @@
  * listener, the MCP transport or the SMTP listener. Tests call the core services' public methods
  * directly, so they state the rules those services keep, not how HTTP or MCP carries them.
  *
- * No background job runs unless a test starts it (`startDoorbells`, `startWaitEngine`): a sweeper
- * or worker acting on its own would race the rule a test checks.
+ * No background job runs unless a test starts it (`startDoorbells`, `startWaitEngine`,
+ * `startOutboxWorker`): a sweeper or worker acting on its own would race the rule a test checks.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -18,9 +18,11 @@ import { AlcartaError } from '#app/common/errors.js';
 import { TokenService } from '#app/auth/token.service.js';
 import { MigrationRunner } from '#app/database/migration-runner.js';
 import { DoorbellListener } from '#app/events/doorbell-listener.js';
+import { DrainState } from '#app/lifecycle/drain-state.js';
 import { createRootLogger, PinoNestLogger } from '#app/logging/logger.js';
 import { MailboxService } from '#app/mail/mailbox.service.js';
 import { InboundMessage } from '#app/mail/inbound-message.js';
+import { OutboxWorker } from '#app/outbox/outbox.worker.js';
 import { WaitEngine } from '#app/waits/wait-engine.js';
 import { createTestDatabase, TestDatabase } from './database';
 import { dnsZone } from './dns-zone';
@@ -39,7 +41,9 @@ export interface ServiceTier {
   startDoorbells(): Promise<void>;
   /** Starts the wait engine's lease (it then owns and watches persisted waits); needs doorbells. */
   startWaitEngine(): void;
-  /** Closes the application; unless `keepDatabase`, drops the database. */
+  /** Starts this replica's outbox worker (it sends only when the relay is configured); needs doorbells. */
+  startOutboxWorker(): void;
+  /** Drains and closes the application, as a server stops; unless `keepDatabase`, drops the database. */
   close(options?: { keepDatabase?: boolean }): Promise<void>;
 }
 
@@ -72,8 +76,9 @@ export async function startServiceTier(options: ServiceTierOptions = {}): Promis
   if (options.override) builder = options.override(builder);
   const module = await builder.compile();
   try {
-    await module.init();
+    // Before the lifecycle hooks, as a server does: a job that starts itself finds its tables.
     await module.get(MigrationRunner).run();
+    await module.init();
   } catch (err) {
     await module.close().catch(() => undefined);
     if (!options.db) await db.drop();
@@ -105,7 +110,9 @@ export async function startServiceTier(options: ServiceTierOptions = {}): Promis
     },
     startDoorbells: () => get(DoorbellListener).start(),
     startWaitEngine: () => get(WaitEngine).start(),
+    startOutboxWorker: () => get(OutboxWorker).start(),
     close: async ({ keepDatabase = false } = {}) => {
+      await get(DrainState).begin();
       await module.close();
       if (!keepDatabase) await db.drop();
     },
