@@ -11,6 +11,7 @@ import { activeWaits, metricValue } from '../support/metrics';
 import { TestSmtpRelay } from '../support/smtp-relay';
 import { createMailbox, createToken, startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
+import { requireSystemPackage } from '../support/system-packages';
 
 /** Long enough for any wake-up on a busy machine, short enough to end as a result, not an SDK timeout. */
 const BLOCK = 50;
@@ -34,7 +35,7 @@ interface ApprovalMail {
  * pages in Chromium (axe, keyboard, a phone's width), the attempts metric, and the housekeeping that
  * deletes old mails, spent links and long-expired console sessions.
  */
-describe('approval by email', () => {
+describe('approval by email', { skip: requireSystemPackage('python3-aiosmtpd') }, () => {
   let relay: TestSmtpRelay;
   let server: TestServer;
   let agent: Client;

@@ -6,6 +6,7 @@ import { Replica, ReplicaSet } from '../support/replicas';
 import { headerOf, TestSmtpRelay } from '../support/smtp-relay';
 import { createMailbox, randomSecret } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
+import { requireSystemPackage } from '../support/system-packages';
 
 /** The lease of a claim; one attempt is cut off after half of it. */
 const LEASE_SECONDS = 8;
@@ -16,7 +17,7 @@ const LEASE_SECONDS = 8;
  * real relay (aiosmtpd). While both replicas are healthy every message arrives exactly once; when
  * the replica sending a message is SIGKILLed mid-delivery, the other delivers it after the lease.
  */
-describe('outbox across server processes', () => {
+describe('outbox across server processes', { skip: requireSystemPackage('python3-aiosmtpd') }, () => {
   const secret = randomSecret();
   let db: TestDatabase;
   let relay: TestSmtpRelay;

@@ -8,6 +8,7 @@ import { callOk, connectMcp } from '../support/mcp';
 import { metricValue, RawSmtp, repliesWith, swaks, testCertificate } from '../support/smtp';
 import { createMailbox, createToken, startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
+import { requireSystemPackage } from '../support/system-packages';
 
 /**
  * SPEC 9 STARTTLS (ALCARTA_SMTP_TLS_CERT_FILE/KEY_FILE) and ALCARTA_SMTP_AUTH=required: a client
@@ -16,7 +17,7 @@ import { waitFor } from '../support/wait-for';
  */
 const MAX_CLIENTS = 3;
 
-describe('inbound SMTP with STARTTLS and AUTH required', () => {
+describe('inbound SMTP with STARTTLS and AUTH required', { skip: requireSystemPackage('swaks') }, () => {
   let server: TestServer;
   let port: number;
   let agent: Client;

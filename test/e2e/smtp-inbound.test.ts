@@ -11,6 +11,7 @@ import { activeWaits } from '../support/metrics';
 import { metricValue, RawSmtp, repliesWith, swaks } from '../support/smtp';
 import { createMailbox, createToken, startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
+import { requireSystemPackage } from '../support/system-packages';
 
 /** The size limit of this server: small, so that oversize tests are cheap. */
 const MAX_BYTES = 256 * 1024;
@@ -27,7 +28,7 @@ interface Listed {
  * ingest path with REST (idempotent on Message-ID), and hostile input that must get a proper SMTP
  * reply with nothing half-stored.
  */
-describe('inbound SMTP', () => {
+describe('inbound SMTP', { skip: requireSystemPackage('swaks') }, () => {
   let server: TestServer;
   let smtpPort: number;
   let agent: Client;
