@@ -27,7 +27,7 @@ interface ApprovalMail {
 }
 
 /**
- * SPEC 11 "Approval by email" end to end: an admin sets a mailbox's approvers over REST, an agent
+ * "Approval by email" (docs/approvers.md) end to end: an admin sets a mailbox's approvers over REST, an agent
  * asks over MCP and parks on monitor_approval, each approver gets a mail through a real SMTP
  * server (Debian's aiosmtpd as the relay), opening the link decides nothing, the page's POST
  * decides as the approver and wakes the agent; spent, expired, unknown and overtaken links are
@@ -176,7 +176,7 @@ describe('approval by email', { skip: requireSystemPackage('python3-aiosmtpd') }
 
     const unknown = await server.admin.request('PUT', '/v1/mailboxes/mbx_doesNotExist/approvers', { emails: [] });
     assert.equal(unknown.status, 404);
-    // A mailbox-bound admin reaches its own mailbox only; others answer as unknown (SPEC 8a).
+    // A mailbox-bound admin reaches its own mailbox only; others answer as unknown (docs/operators.md "Limits and hardening").
     const bound = await createToken(server.admin, { scopes: ['admin'], mailboxes: [otherMailboxId] });
     const boundAdmin = server.admin.withToken(bound.secret);
     assert.equal((await boundAdmin.get(`/v1/mailboxes/${otherMailboxId}/approvers`)).status, 200);

@@ -54,7 +54,7 @@ async function assertEndsWithoutResponse(stream: McpStream, what: string): Promi
 }
 
 /**
- * SPEC 8a: a `notifications/cancelled` for an in-flight blocking call ends that wait on whichever
+ * docs/operators.md "Limits and hardening": a `notifications/cancelled` for an in-flight blocking call ends that wait on whichever
  * replica holds it, frees its connection, and answers nothing for the cancelled request. Only the
  * token that made a request can cancel it.
  */

@@ -25,7 +25,7 @@ function listening(port: number): Promise<boolean> {
 }
 
 /**
- * SPEC 9 with a real relay: Debian's aiosmtpd (`python3-aiosmtpd`, a server nobody here wrote)
+ * docs/mail.md with a real relay: Debian's aiosmtpd (`python3-aiosmtpd`, a server nobody here wrote)
  * with its Debugging handler, which prints every message it accepts. A request wait with
  * `delivery_states` started before the approval returns once the outbox worker's `sent` commits,
  * with that `message_delivery_changed` event, and the request, the message and the wait result

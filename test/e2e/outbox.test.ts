@@ -26,7 +26,7 @@ interface Delivery {
 }
 
 /**
- * SPEC 9 "Outbound" end to end: an agent sends through MCP `send_email`, a person approves through
+ * "Outbound" (docs/mail.md) end to end: an agent sends through MCP `send_email`, a person approves through
  * REST, and the outbox delivers through a real SMTP server (Debian's aiosmtpd) acting as the relay:
  * headers, threading and a DKIM signature mailauth verifies; a relay that is down (retrying, then
  * sent); a 550 (failed at once) and the admin retry; a bounce report; no relay (not_configured);

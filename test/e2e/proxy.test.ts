@@ -95,7 +95,7 @@ function via(url: string, base: string): string {
 }
 
 /**
- * SPEC §4 "Proxies" with a real nginx hop between the clients and Alcarta. Through a hop configured
+ * "Proxies" (docs/agents.md, "Waits") with a real nginx hop between the clients and Alcarta. Through a hop configured
  * as the spec asks (Upgrade/Connection forwarded, buffering off): websocket delivery end to end, an
  * SSE long poll that blocks and is woken, and `: keepalive` comments arriving while it blocks.
  * Through a hop that strips Upgrade/Connection: the handshake gets Alcarta's 400 `upgrade_required`

@@ -70,7 +70,7 @@ interface MessageEvent {
 }
 
 /**
- * SPEC 9 sender authentication through the real server: raw RFC 5322 ingest is checked for DKIM,
+ * docs/mail.md sender authentication through the real server: raw RFC 5322 ingest is checked for DKIM,
  * DMARC and ARC with DNS answers from a record table (never the real DNS), the verdict shows on
  * messages and in message_received events, and `from_verified: true` filters message waits.
  */

@@ -23,7 +23,7 @@ interface Listed {
 }
 
 /**
- * SPEC 9 inbound SMTP with real clients (Debian's swaks, nodemailer): delivery read back over MCP,
+ * docs/mail.md inbound SMTP with real clients (Debian's swaks, nodemailer): delivery read back over MCP,
  * waits woken by SMTP mail, recipients (plus-addressing, case, several, unknown), SIZE/552, one
  * ingest path with REST (idempotent on Message-ID), and hostile input that must get a proper SMTP
  * reply with nothing half-stored.

@@ -23,7 +23,7 @@ async function transactionTo(port: number, to: string): Promise<RawSmtp> {
 }
 
 /**
- * SPEC 9 "Database trouble → 451 4.3.0": with PostgreSQL stopped, RCPT TO and the end of DATA answer
+ * "Database trouble → 451 4.3.0" (docs/mail.md): with PostgreSQL stopped, RCPT TO and the end of DATA answer
  * 451 (the sender keeps the message and retries); once it is back the same process accepts mail.
  */
 describe('inbound SMTP while the database is down', { skip: requireSystemPackage('swaks') }, () => {
@@ -92,7 +92,7 @@ describe('inbound SMTP while the database is down', { skip: requireSystemPackage
 });
 
 /**
- * SPEC 9 / issue 10: on SIGTERM the SMTP server answers 421 to new sessions, lets a transaction in
+ * docs/mail.md: on SIGTERM the SMTP server answers 421 to new sessions, lets a transaction in
  * flight finish (250 after its commit), then closes with the app and the process exits 0 within the
  * grace period.
  */

@@ -16,7 +16,7 @@ const TAKEOVER_SLACK_MS = 2_500;
 const ids = (result: { events: Array<{ message_id: string }> }) => result.events.map((e) => e.message_id);
 
 /**
- * SPEC §13 with real server processes: the owner of a persisted wait that hangs (SIGSTOP: the
+ * docs/operators.md "Capacity" with real server processes: the owner of a persisted wait that hangs (SIGSTOP: the
  * process lives and its database sessions stay open, so nothing but its lease tells it is gone)
  * is taken over within ALCARTA_WAIT_RECHECK_SECONDS, like a dead one; when it resumes (SIGCONT)
  * it learns that it lost its lease, watches nothing it no longer owns, and the result another

@@ -12,12 +12,15 @@ export const FROM_SOURCE = __filename.endsWith('.ts');
 /**
  * The Node flags that run TypeScript from source: @swc-node/register compiles each file as it is
  * required (keeping the decorator metadata Nest's injection by type needs, which esbuild-based
- * loaders drop), and the `alcarta-source` condition points `#app/*` (package.json "imports") at
- * src/. The same flags as the npm test scripts.
+ * loaders drop), source-resolution.ts finds the .ts file behind a relative `.js` import, and the
+ * `alcarta-source` condition points `#app/*` (package.json "imports") at src/. The same flags as
+ * the npm test scripts.
  */
 export const SOURCE_NODE_FLAGS: readonly string[] = [
   '--require',
   require.resolve('@swc-node/register'),
+  '--require',
+  join(__dirname, 'source-resolution.ts'),
   '--conditions=alcarta-source',
 ];
 

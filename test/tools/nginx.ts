@@ -12,7 +12,7 @@ import { nginxPath } from '../support/system-packages';
  * `apt-get install -y nginx-light`).
  *
  * Modes:
- * - `websocket`: configured as SPEC §4 asks of every hop: HTTP/1.1 upstream, `Upgrade` and
+ * - `websocket`: configured as docs/agents.md "Waits" asks of every hop: HTTP/1.1 upstream, `Upgrade` and
  *   `Connection` forwarded, response buffering off, long read/send timeouts, `Host` forwarded. A
  *   request that finds its upstream gone (a replica restarting) is retried on the next one.
  * - `strip-upgrade`: a misconfigured hop, for the tests: HTTP/1.1 upstream, but `Upgrade` and
