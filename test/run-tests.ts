@@ -16,8 +16,9 @@
  * Skipped tests are summed up at the end; where every system package is required (CI), a skip
  * fails the run (support/skip-summary.ts).
  *
- *   run-tests [--watch] [substring…]   only the test files whose path contains a substring;
- *                                      --watch runs them again whenever a file they load changes
+ *   run-tests [--watch] [--tier unit|service|e2e] [substring…]
+ *     --tier: only the files of that directory; substrings: only the files whose path (within the
+ *     tier) contains one; --watch: run them again whenever a file they load changes.
  */
 import { chmod, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -42,15 +43,15 @@ async function testFiles(dir: string): Promise<string[]> {
 }
 
 async function main(): Promise<number> {
-  const args = process.argv.slice(2);
-  const watch = args.includes('--watch');
-  const given = args.filter((a) => a !== '--watch');
-  // Watching everything would restart servers on every save: a watch without a choice is the unit tier.
-  const filters = watch && given.length === 0 ? [`unit${sep}`] : given;
-  const all = await testFiles(__dirname);
-  const files = filters.length ? all.filter((f) => filters.some((s) => relative(__dirname, f).includes(s))) : all;
+  const { watch, tier, filters } = parseArguments(process.argv.slice(2));
+  const inTier = (await testFiles(__dirname)).filter(
+    (f) => !tier || relative(__dirname, f).startsWith(`${tier}${sep}`),
+  );
+  const files = filters.length
+    ? inTier.filter((f) => filters.some((s) => relative(join(__dirname, tier ?? ''), f).includes(s)))
+    : inTier;
   if (files.length === 0) {
-    process.stderr.write(`no test files match ${filters.join(', ')}\n`);
+    process.stderr.write(`no test files in ${tier ?? 'any tier'} match ${filters.join(', ') || 'anything'}\n`);
     return 1;
   }
 
@@ -94,6 +95,19 @@ async function main(): Promise<number> {
   } finally {
     await cleanUp();
   }
+}
+
+/**
+ * `[--watch] [--tier DIR] [substring…]`. Watching every tier would restart servers on every save:
+ * a watch without a tier or substring watches the unit tier.
+ */
+function parseArguments(args: string[]): { watch: boolean; tier: string | undefined; filters: string[] } {
+  const watch = args.includes('--watch');
+  const tierAt = args.indexOf('--tier');
+  const tier = tierAt >= 0 ? args[tierAt + 1] : undefined;
+  const filters = args.filter((a, i) => a !== '--watch' && (tierAt < 0 || (i !== tierAt && i !== tierAt + 1)));
+  if (watch && !tier && filters.length === 0) return { watch, tier: 'unit', filters };
+  return { watch, tier, filters };
 }
 
 /** Runs `files` with the spec reporter on stdout; what failed and what was skipped. */
