@@ -27,9 +27,10 @@ const near = (iso: string, expectedMs: number, toleranceMs = 60_000) =>
   Math.abs(Date.parse(iso) - expectedMs) < toleranceMs;
 
 /**
- * Request states (docs/agents.md "Concepts"), the request tools (docs/agents.md "Tools") and REST decisions (docs/rest-api.md): creation, listing, approve /
- * reject / cancel, conflicts on terminal requests, concurrent decisions, send_email recording the
- * outbound message on approval only, expiry by the sweeper, and the event log rows behind waits.
+ * Request states (docs/agents.md "Concepts"), the request tools (docs/agents.md "Tools") and REST
+ * decisions (docs/rest-api.md): creation, listing, approve / reject / cancel, conflicts on terminal
+ * requests, concurrent decisions, send_email recording the outbound message on approval only,
+ * expiry by the sweeper, and the event log rows behind waits.
  */
 describe('approval requests', () => {
   let server: TestServer;

@@ -8,8 +8,9 @@ import { RestClient } from '../support/rest';
 import { ingest, startTestServer, TestServer } from '../support/test-server';
 
 /**
- * The CLI (docs/operators.md): `node dist/cli.js …` as an operator runs it (from source: src/cli.ts), against a fresh database. What it
- * creates must work against a server on the same database, and it never prints a stored secret.
+ * The CLI (docs/operators.md): `node dist/cli.js …` as an operator runs it (from source:
+ * src/cli.ts), against a fresh database. What it creates must work against a server on the same
+ * database, and it never prints a stored secret.
  */
 const SECRET = /alc_[0-9A-Za-z]{20,}/;
 const sha256 = (s: string) => createHash('sha256').update(s, 'utf8').digest('hex');

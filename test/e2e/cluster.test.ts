@@ -13,10 +13,11 @@ import { waitFor } from '../support/wait-for';
 import { openOk, OpenedSocket } from '../support/wait-socket';
 
 /**
- * docs/operators.md "Replicas and shutdown": the local multi-replica deployment (`npm run cluster`), two
- * replicas behind nginx on one database. Poll, websocket and task waits go through the balancer
- * while one replica is restarted (SIGTERM, then started again): every waiter ends with a result, a
- * client that re-issues after `shutdown` with its `next_cursor` finds the match, and no task is lost.
+ * docs/operators.md "Replicas and shutdown": the local multi-replica deployment (`npm run
+ * cluster`), two replicas behind nginx on one database. Poll, websocket and task waits go through
+ * the balancer while one replica is restarted (SIGTERM, then started again): every waiter ends with
+ * a result, a client that re-issues after `shutdown` with its `next_cursor` finds the match, and no
+ * task is lost.
  */
 describe('local cluster: waits ride through a replica restart', { skip: requireSystemPackage('nginx-light') }, () => {
   let db: TestDatabase;

@@ -62,9 +62,10 @@ async function timeUntil(page: Page, selector: string, state: 'attached' | 'deta
 }
 
 /**
- * The live pending list of the console (docs/approvers.md): a Server-Sent Events stream per page, woken by
- * the same `request` doorbells as the agents' waits. The safety re-check is set to its longest, so
- * what these tests measure is the doorbell. A real server, a real Chromium, the official MCP SDK.
+ * The live pending list of the console (docs/approvers.md): a Server-Sent Events stream per page,
+ * woken by the same `request` doorbells as the agents' waits. The safety re-check is set to its
+ * longest, so what these tests measure is the doorbell. A real server, a real Chromium, the
+ * official MCP SDK.
  */
 describe('console live pending list', () => {
   let server: TestServer;

@@ -57,10 +57,11 @@ function callFromPage(page: Page, mcpUrl: string, token: string, body: unknown):
 }
 
 /**
- * "Browsers" (docs/operators.md, "Limits and hardening"): /mcp answers CORS preflights for loopback origins and ALCARTA_ALLOWED_ORIGINS,
- * and every answer (results, 401s, errors) carries Access-Control-Allow-Origin; other origins get
- * 403. Proven from a real headless Chromium: pages on allowed origins list tools and run a wait with
- * fetch, a page on another origin is refused. Host names are mapped to 127.0.0.1 inside Chromium.
+ * "Browsers" (docs/operators.md, "Limits and hardening"): /mcp answers CORS preflights for loopback
+ * origins and ALCARTA_ALLOWED_ORIGINS, and every answer (results, 401s, errors) carries
+ * Access-Control-Allow-Origin; other origins get 403. Proven from a real headless Chromium: pages
+ * on allowed origins list tools and run a wait with fetch, a page on another origin is refused.
+ * Host names are mapped to 127.0.0.1 inside Chromium.
  */
 describe('CORS: browser pages on /mcp', () => {
   let server: TestServer;

@@ -25,10 +25,11 @@ async function quickly<T>(what: string, call: () => Promise<T>): Promise<T> {
 }
 
 /**
- * "Database outage" (docs/operators.md, "Limits and hardening"), with a real PostgreSQL that the test stops and starts again on the
- * same port: while it is down, REST answers 503 `unavailable` with Retry-After, /mcp answers HTTP
- * 503 with a JSON-RPC error, nothing hangs, /metrics answers with alcarta_database_up 0 and
- * readiness fails; once it is back, the same process serves requests and waits again.
+ * "Database outage" (docs/operators.md, "Limits and hardening"), with a real PostgreSQL that the
+ * test stops and starts again on the same port: while it is down, REST answers 503 `unavailable`
+ * with Retry-After, /mcp answers HTTP 503 with a JSON-RPC error, nothing hangs, /metrics answers
+ * with alcarta_database_up 0 and readiness fails; once it is back, the same process serves requests
+ * and waits again.
  */
 describe('database outage', () => {
   let cluster: PrivateCluster;

@@ -25,8 +25,8 @@ function listening(port: number): Promise<boolean> {
 }
 
 /**
- * docs/mail.md with a real relay: Debian's aiosmtpd (`python3-aiosmtpd`, a server nobody here wrote)
- * with its Debugging handler, which prints every message it accepts. A request wait with
+ * docs/mail.md with a real relay: Debian's aiosmtpd (`python3-aiosmtpd`, a server nobody here
+ * wrote) with its Debugging handler, which prints every message it accepts. A request wait with
  * `delivery_states` started before the approval returns once the outbox worker's `sent` commits,
  * with that `message_delivery_changed` event, and the request, the message and the wait result
  * agree on the delivery.

@@ -23,11 +23,11 @@ interface DeliveryEvent {
 }
 
 /**
- * docs/mail.md, what agents see of outbound delivery without a relay (ALCARTA_SMTP_RELAY_URL unset): the
- * `delivery` object on requests (get_request, cancel_request, REST list and decisions), on the
- * outbound message (get_message) and in the `requests` of request-wait results; and request waits
- * with `delivery_states` (blocking, level-triggered, the default states, persisted waits, tasks,
- * argument errors, the safety re-check).
+ * docs/mail.md, what agents see of outbound delivery without a relay (ALCARTA_SMTP_RELAY_URL
+ * unset): the `delivery` object on requests (get_request, cancel_request, REST list and decisions),
+ * on the outbound message (get_message) and in the `requests` of request-wait results; and request
+ * waits with `delivery_states` (blocking, level-triggered, the default states, persisted waits,
+ * tasks, argument errors, the safety re-check).
  */
 describe('delivery visibility (no relay)', () => {
   describe('with a 30 s safety re-check (anything faster is a doorbell)', () => {

@@ -24,11 +24,11 @@ import {
 import { REPO_ROOT } from '../support/spawned-server';
 
 /**
- * The Helm chart `helm/alcarta` (docs/operators.md) and the image it deploys, checked with a real Helm binary (no cluster):
- * `helm lint` passes, `helm template` renders what operators rely on (replicas, probes, the
- * preStop/drain/grace timeline, non-root pods, settings wiring, an Ingress that keeps websockets and
- * SSE working, the migration hook, PDB/HPA), values.schema.json refuses invalid values, and the
- * Dockerfile starts `node dist/main.js` — the command the other tests run.
+ * The Helm chart `helm/alcarta` (docs/operators.md) and the image it deploys, checked with a real
+ * Helm binary (no cluster): `helm lint` passes, `helm template` renders what operators rely on
+ * (replicas, probes, the preStop/drain/grace timeline, non-root pods, settings wiring, an Ingress
+ * that keeps websockets and SSE working, the migration hook, PDB/HPA), values.schema.json refuses
+ * invalid values, and the Dockerfile starts `node dist/main.js` — the command the other tests run.
  */
 describe('Helm chart helm/alcarta and the Dockerfile', () => {
   let rendered: Manifest[];

@@ -20,10 +20,11 @@ import { createMailbox, createToken, ingest, startTestServer, TestServer } from 
 
 /**
  * No input produces a 5xx (docs/operators.md, "Limits and hardening"), generated: every REST route
- * (docs/rest-api.md) and every MCP tool of tools/list, each field and position crossed with a list of hostile values (NUL, lone surrogates,
- * huge strings and numbers, wrong types, arrays for objects, deep nesting, garbage and empty
- * bodies, wrong content types, over-long headers, impossible ids, hostile MIME). Every answer must
- * be a 2xx or a 4xx with a reason, with no internal detail, and no tool call may end in -32603.
+ * (docs/rest-api.md) and every MCP tool of tools/list, each field and position crossed with a list
+ * of hostile values (NUL, lone surrogates, huge strings and numbers, wrong types, arrays for
+ * objects, deep nesting, garbage and empty bodies, wrong content types, over-long headers,
+ * impossible ids, hostile MIME). Every answer must be a 2xx or a 4xx with a reason, with no
+ * internal detail, and no tool call may end in -32603.
  *
  * Deterministic: random strings and bytes come from a PRNG seeded with ALCARTA_HOSTILE_SEED
  * (default in support/hostile-input.ts), and every failure names its case, so a failing run

@@ -30,8 +30,9 @@ const rfc822 = (...lines: string[]) => lines.join('\r\n') + '\r\n';
 const validJson = () => ({ from: 'sender@example.org', to: ['agent@example.com'], subject: 'Hi', text: 'Body' });
 
 /**
- * The mail tools (list_messages, get_message; docs/agents.md "Tools") and ingest (docs/rest-api.md): JSON and raw RFC 5322, threading,
- * idempotency on the Message-ID header, validation (nothing stored on bad input) and size limits.
+ * The mail tools (list_messages, get_message; docs/agents.md "Tools") and ingest
+ * (docs/rest-api.md): JSON and raw RFC 5322, threading, idempotency on the Message-ID header,
+ * validation (nothing stored on bad input) and size limits.
  */
 describe('mail: ingest and reading', () => {
   let server: TestServer;

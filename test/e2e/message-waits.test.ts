@@ -29,9 +29,9 @@ const BLOCK = 50;
 const ids = (r: MessageResult) => r.events.map((e) => e.message_id);
 
 /**
- * docs/agents.md "Waits" message waits through email_await and monitor_inbox: blocking until mail arrives, the start
- * position with and without since_cursor, mailbox scope and visibility, filters, outbound mail, result
- * shapes, argument errors, and cursor exactness under concurrent writers.
+ * docs/agents.md "Waits" message waits through email_await and monitor_inbox: blocking until mail
+ * arrives, the start position with and without since_cursor, mailbox scope and visibility, filters,
+ * outbound mail, result shapes, argument errors, and cursor exactness under concurrent writers.
  */
 describe('message waits', () => {
   let server: TestServer;

@@ -6,8 +6,9 @@ import { FakeAuthorizationServer, SigningKey, signingKey } from '../support/fake
 import { createMailbox, startTestServer, TestServer } from '../support/test-server';
 
 /**
- * "Who and what" (docs/operators.md, "Identity providers"), "Binding" and decided_by with mailboxes granted through `POST /v1/grants`.
- * Needs the grants REST API and GrantService.mailboxesFor of the grants branch: passes after the merge.
+ * "Who and what" (docs/operators.md, "Identity providers"), "Binding" and decided_by with mailboxes
+ * granted through `POST /v1/grants`. Needs the grants REST API and GrantService.mailboxesFor of the
+ * grants branch: passes after the merge.
  */
 describe('OAuth principals with granted mailboxes (docs/operators.md "Identity providers")', () => {
   let server: TestServer;

@@ -12,10 +12,11 @@ import { requireSystemPackage } from '../support/system-packages';
 const LEASE_SECONDS = 8;
 
 /**
- * "any replica delivers queued mail, each message claimed by one replica at a time; a crash
- * before the relay's answer means it is sent again" (docs/mail.md): real server processes on one database and a
- * real relay (aiosmtpd). While both replicas are healthy every message arrives exactly once; when
- * the replica sending a message is SIGKILLed mid-delivery, the other delivers it after the lease.
+ * "any replica delivers queued mail, each message claimed by one replica at a time; a crash before
+ * the relay's answer means it is sent again" (docs/mail.md): real server processes on one database
+ * and a real relay (aiosmtpd). While both replicas are healthy every message arrives exactly once;
+ * when the replica sending a message is SIGKILLed mid-delivery, the other delivers it after the
+ * lease.
  */
 describe('outbox across server processes', { skip: requireSystemPackage('python3-aiosmtpd') }, () => {
   const secret = randomSecret();

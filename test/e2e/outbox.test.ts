@@ -26,11 +26,11 @@ interface Delivery {
 }
 
 /**
- * "Outbound" (docs/mail.md) end to end: an agent sends through MCP `send_email`, a person approves through
- * REST, and the outbox delivers through a real SMTP server (Debian's aiosmtpd) acting as the relay:
- * headers, threading and a DKIM signature mailauth verifies; a relay that is down (retrying, then
- * sent); a 550 (failed at once) and the admin retry; a bounce report; no relay (not_configured);
- * the admin listing with its filters and scoping; the metrics.
+ * "Outbound" (docs/mail.md) end to end: an agent sends through MCP `send_email`, a person approves
+ * through REST, and the outbox delivers through a real SMTP server (Debian's aiosmtpd) acting as
+ * the relay: headers, threading and a DKIM signature mailauth verifies; a relay that is down
+ * (retrying, then sent); a 550 (failed at once) and the admin retry; a bounce report; no relay
+ * (not_configured); the admin listing with its filters and scoping; the metrics.
  */
 describe('outbox: approved mail through a real relay', { skip: requireSystemPackage('python3-aiosmtpd') }, () => {
   let relay: TestSmtpRelay;

@@ -95,11 +95,11 @@ function via(url: string, base: string): string {
 }
 
 /**
- * "Proxies" (docs/agents.md, "Waits") with a real nginx hop between the clients and Alcarta. Through a hop configured
- * as the spec asks (Upgrade/Connection forwarded, buffering off): websocket delivery end to end, an
- * SSE long poll that blocks and is woken, and `: keepalive` comments arriving while it blocks.
- * Through a hop that strips Upgrade/Connection: the handshake gets Alcarta's 400 `upgrade_required`
- * and the single-use ticket stays unused.
+ * "Proxies" (docs/agents.md, "Waits") with a real nginx hop between the clients and Alcarta.
+ * Through a hop configured as the spec asks (Upgrade/Connection forwarded, buffering off):
+ * websocket delivery end to end, an SSE long poll that blocks and is woken, and `: keepalive`
+ * comments arriving while it blocks. Through a hop that strips Upgrade/Connection: the handshake
+ * gets Alcarta's 400 `upgrade_required` and the single-use ticket stays unused.
  */
 describe('behind an nginx proxy', () => {
   let server: TestServer;

@@ -27,9 +27,9 @@ interface RequestResult {
 const BLOCK = 50;
 
 /**
- * docs/agents.md "Waits" request waits through email_await and monitor_approval: level-triggered on the truth,
- * several ids, `states` and the terminal default (decisions, cancel, expiry), timeouts, argument
- * errors, visibility, and which token sees which wait tool.
+ * docs/agents.md "Waits" request waits through email_await and monitor_approval: level-triggered on
+ * the truth, several ids, `states` and the terminal default (decisions, cancel, expiry), timeouts,
+ * argument errors, visibility, and which token sees which wait tool.
  */
 describe('request waits', () => {
   let server: TestServer;

@@ -11,9 +11,9 @@ import { waitFor } from '../support/wait-for';
 import { requireSystemPackage } from '../support/system-packages';
 
 /**
- * docs/mail.md STARTTLS (ALCARTA_SMTP_TLS_CERT_FILE/KEY_FILE) and ALCARTA_SMTP_AUTH=required: a client
- * must AUTH with a mail:ingest token as the password, after STARTTLS; a token bound to mailboxes
- * delivers only to those.
+ * docs/mail.md STARTTLS (ALCARTA_SMTP_TLS_CERT_FILE/KEY_FILE) and ALCARTA_SMTP_AUTH=required: a
+ * client must AUTH with a mail:ingest token as the password, after STARTTLS; a token bound to
+ * mailboxes delivers only to those.
  */
 const MAX_CLIENTS = 3;
 

@@ -23,10 +23,10 @@ interface Listed {
 }
 
 /**
- * docs/mail.md inbound SMTP with real clients (Debian's swaks, nodemailer): delivery read back over MCP,
- * waits woken by SMTP mail, recipients (plus-addressing, case, several, unknown), SIZE/552, one
- * ingest path with REST (idempotent on Message-ID), and hostile input that must get a proper SMTP
- * reply with nothing half-stored.
+ * docs/mail.md inbound SMTP with real clients (Debian's swaks, nodemailer): delivery read back over
+ * MCP, waits woken by SMTP mail, recipients (plus-addressing, case, several, unknown), SIZE/552,
+ * one ingest path with REST (idempotent on Message-ID), and hostile input that must get a proper
+ * SMTP reply with nothing half-stored.
  */
 describe('inbound SMTP', { skip: requireSystemPackage('swaks') }, () => {
   let server: TestServer;

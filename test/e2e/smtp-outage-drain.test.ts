@@ -23,8 +23,9 @@ async function transactionTo(port: number, to: string): Promise<RawSmtp> {
 }
 
 /**
- * "Database trouble → 451 4.3.0" (docs/mail.md): with PostgreSQL stopped, RCPT TO and the end of DATA answer
- * 451 (the sender keeps the message and retries); once it is back the same process accepts mail.
+ * "Database trouble → 451 4.3.0" (docs/mail.md): with PostgreSQL stopped, RCPT TO and the end of
+ * DATA answer 451 (the sender keeps the message and retries); once it is back the same process
+ * accepts mail.
  */
 describe('inbound SMTP while the database is down', { skip: requireSystemPackage('swaks') }, () => {
   let cluster: PrivateCluster;

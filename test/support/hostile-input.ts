@@ -1,7 +1,8 @@
 /**
  * The hostile inputs of test/e2e/hostile-input.test.ts: values for every JSON field and tool
- * argument, path ids, query values, content types, raw bodies and raw mail, and the internal details
- * that no answer may carry. Random parts come from a seeded PRNG, so a failing run reproduces.
+ * argument, path ids, query values, content types, raw bodies and raw mail, and the internal
+ * details that no answer may carry. Random parts come from a seeded PRNG, so a failing run
+ * reproduces.
  */
 export const SEED = Number(process.env.ALCARTA_HOSTILE_SEED ?? 0x5eed);
 

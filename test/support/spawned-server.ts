@@ -47,9 +47,10 @@ process.on('exit', () => {
 });
 
 /**
- * Runs the server (`node dist/main.js`, or src/main.ts from source: see app-entry.ts) as a real process on a free loopback port with `env` (on top of this
- * process's environment; pass `DATABASE_URL: undefined` for the embedded database). Does not wait
- * for it: use this for starts that are expected to fail, `spawnServer` otherwise.
+ * Runs the server (`node dist/main.js`, or src/main.ts from source: see app-entry.ts) as a real
+ * process on a free loopback port with `env` (on top of this process's environment; pass
+ * `DATABASE_URL: undefined` for the embedded database). Does not wait for it: use this for starts
+ * that are expected to fail, `spawnServer` otherwise.
  */
 export async function launchServer(env: Record<string, string | undefined>): Promise<SpawnedServer> {
   const port = await freePort();

@@ -40,8 +40,9 @@ export interface LocalCluster {
 
 /**
  * N replicas of the server on one PostgreSQL behind an nginx load balancer on loopback — the way
- * Alcarta runs in Kubernetes, on one machine. Every replica is a real server process (`node dist/main.js`, or src/main.ts from source)
- * that can be stopped (SIGTERM: graceful drain) and started again.
+ * Alcarta runs in Kubernetes, on one machine. Every replica is a real server process (`node
+ * dist/main.js`, or src/main.ts from source) that can be stopped (SIGTERM: graceful drain) and
+ * started again.
  */
 export async function startLocalCluster(options: ClusterOptions): Promise<LocalCluster> {
   const balancerPort = options.port || (await freePort());

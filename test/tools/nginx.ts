@@ -11,8 +11,8 @@ import { nginxPath } from '../support/system-packages';
  * (`npm run cluster`) and the proxy hop of the end-to-end tests. Needs the nginx binary (Debian:
  * `apt-get install -y nginx-light`).
  *
- * Modes:
- * - `websocket`: configured as docs/agents.md "Waits" asks of every hop: HTTP/1.1 upstream, `Upgrade` and
+ * Modes: - `websocket`: configured as docs/agents.md "Waits" asks of every hop: HTTP/1.1 upstream,
+ * `Upgrade` and
  *   `Connection` forwarded, response buffering off, long read/send timeouts, `Host` forwarded. A
  *   request that finds its upstream gone (a replica restarting) is retried on the next one.
  * - `strip-upgrade`: a misconfigured hop, for the tests: HTTP/1.1 upstream, but `Upgrade` and
