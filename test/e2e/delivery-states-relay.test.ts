@@ -6,6 +6,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { freePort } from '#app/common/net.js';
 import { callOk, connectMcp } from '../support/mcp';
 import { activeWaits } from '../support/metrics';
+import { requireSystemPackage } from '../support/system-packages';
 import { createMailbox, createToken, startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
 
@@ -31,7 +32,7 @@ function listening(port: number): Promise<boolean> {
  * with that `message_delivery_changed` event, and the request, the message and the wait result
  * agree on the delivery.
  */
-describe('delivery_states with a real relay', () => {
+describe('delivery_states with a real relay', { skip: requireSystemPackage('python3-aiosmtpd') }, () => {
   let relay: ChildProcess;
   let relayOutput = '';
   let server: TestServer;

@@ -21,6 +21,10 @@ const SYSTEM_PACKAGES = {
     use: "the outbound SMTP relay of the outbox and approval-mail tests (run with Debian's /usr/bin/python3)",
     installed: () => spawnSync('/usr/bin/python3', ['-c', 'import aiosmtpd']).status === 0,
   },
+  openssl: {
+    use: 'the certificate maker of the STARTTLS tests',
+    installed: () => onPath('openssl') !== undefined,
+  },
   curl: {
     use: 'the HTTP/2 client of the odd-requests test (curl built with HTTP/2)',
     installed: () => /\bHTTP2\b/.test(spawnSync('curl', ['--version'], { encoding: 'utf8' }).stdout ?? ''),
