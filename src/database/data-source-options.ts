@@ -4,8 +4,16 @@ import { boundedPg } from './bounded-pool';
 import { ENTITIES } from './entities';
 
 /**
+ * The migrations: compiled into dist/migrations/ beside the build, or the TypeScript files of
+ * migrations/ when the server runs from source (the tests' default, see docs/testing.md).
+ */
+const MIGRATIONS = __filename.endsWith('.ts')
+  ? join(__dirname, '..', '..', 'migrations', '*.ts')
+  : join(__dirname, '..', 'migrations', '*.js');
+
+/**
  * The one description of how Alcarta talks to PostgreSQL, shared by the server, the CLI and the
- * tests. The schema is owned by the migrations in `migrations/` (compiled next to this build);
+ * tests. The schema is owned by the migrations in `migrations/`;
  * `synchronize` stays off everywhere.
  */
 export function dataSourceOptions(url: string, poolSize: number): TypeOrmModuleOptions {
@@ -13,7 +21,7 @@ export function dataSourceOptions(url: string, poolSize: number): TypeOrmModuleO
     type: 'postgres',
     url,
     entities: ENTITIES,
-    migrations: [join(__dirname, '..', 'migrations', '*.js')],
+    migrations: [MIGRATIONS],
     migrationsTableName: 'schema_migrations',
     synchronize: false,
     migrationsRun: false,

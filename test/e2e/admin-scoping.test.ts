@@ -6,11 +6,12 @@ import { RestClient } from '../support/rest';
 import { createMailbox, createToken, startTestServer, TestServer } from '../support/test-server';
 
 /**
- * SPEC 8a "A mailbox-bound admin token administers only its mailboxes", over the REST API: an
- * `admin` bound to mailboxes A and B lists and revokes only tokens bound within A and B (others are
- * left out, and not found), creates tokens only for A and B (403 `mailbox_out_of_reach` for `*`,
- * for C, and for ids that exist nowhere), lists only A and B, and cannot create mailboxes. An admin
- * bound to `*`, and the CLI (the operator), administer everything.
+ * "A mailbox-bound admin token administers only its mailboxes" (docs/operators.md, "Limits and
+ * hardening"), over the REST API: an `admin` bound to mailboxes A and B lists and revokes only
+ * tokens bound within A and B (others are left out, and not found), creates tokens only for A and B
+ * (403 `mailbox_out_of_reach` for `*`, for C, and for ids that exist nowhere), lists only A and B,
+ * and cannot create mailboxes. An admin bound to `*`, and the CLI (the operator), administer
+ * everything.
  */
 describe('a mailbox-bound admin token', () => {
   let server: TestServer;

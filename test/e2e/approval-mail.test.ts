@@ -11,6 +11,7 @@ import { activeWaits, metricValue } from '../support/metrics';
 import { TestSmtpRelay } from '../support/smtp-relay';
 import { createMailbox, createToken, startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
+import { requireSystemPackage } from '../support/system-packages';
 
 /** Long enough for any wake-up on a busy machine, short enough to end as a result, not an SDK timeout. */
 const BLOCK = 50;
@@ -26,15 +27,15 @@ interface ApprovalMail {
 }
 
 /**
- * SPEC 11 "Approval by email" end to end: an admin sets a mailbox's approvers over REST, an agent
- * asks over MCP and parks on monitor_approval, each approver gets a mail through a real SMTP
- * server (Debian's aiosmtpd as the relay), opening the link decides nothing, the page's POST
- * decides as the approver and wakes the agent; spent, expired, unknown and overtaken links are
+ * "Approval by email" (docs/approvers.md) end to end: an admin sets a mailbox's approvers over
+ * REST, an agent asks over MCP and parks on monitor_approval, each approver gets a mail through a
+ * real SMTP server (Debian's aiosmtpd as the relay), opening the link decides nothing, the page's
+ * POST decides as the approver and wakes the agent; spent, expired, unknown and overtaken links are
  * refused with plain pages; approvers of other mailboxes get nothing; the PUT validates. The link
- * pages in Chromium (axe, keyboard, a phone's width), the attempts metric, and the housekeeping that
- * deletes old mails, spent links and long-expired console sessions.
+ * pages in Chromium (axe, keyboard, a phone's width), the attempts metric, and the housekeeping
+ * that deletes old mails, spent links and long-expired console sessions.
  */
-describe('approval by email', () => {
+describe('approval by email', { skip: requireSystemPackage('python3-aiosmtpd') }, () => {
   let relay: TestSmtpRelay;
   let server: TestServer;
   let agent: Client;
@@ -175,7 +176,8 @@ describe('approval by email', () => {
 
     const unknown = await server.admin.request('PUT', '/v1/mailboxes/mbx_doesNotExist/approvers', { emails: [] });
     assert.equal(unknown.status, 404);
-    // A mailbox-bound admin reaches its own mailbox only; others answer as unknown (SPEC 8a).
+    // A mailbox-bound admin reaches its own mailbox only; others answer as unknown
+    // (docs/operators.md "Limits and hardening").
     const bound = await createToken(server.admin, { scopes: ['admin'], mailboxes: [otherMailboxId] });
     const boundAdmin = server.admin.withToken(bound.secret);
     assert.equal((await boundAdmin.get(`/v1/mailboxes/${otherMailboxId}/approvers`)).status, 200);

@@ -20,16 +20,17 @@ const REQUEST_FIELDS = [
   'title',
 ];
 
-/** A request as get_request and the REST API show it: every field is a string (SPEC §3.1). */
+/** A request as get_request and the REST API show it: every field is a string (docs/agents.md "Tools"). */
 type RequestView = Record<string, string>;
 
 const near = (iso: string, expectedMs: number, toleranceMs = 60_000) =>
   Math.abs(Date.parse(iso) - expectedMs) < toleranceMs;
 
 /**
- * SPEC §1 request states, §3.1 request tools and §7 REST decisions: creation, listing, approve /
- * reject / cancel, conflicts on terminal requests, concurrent decisions, send_email recording the
- * outbound message on approval only, expiry by the sweeper, and the event log rows behind waits.
+ * Request states (docs/agents.md "Concepts"), the request tools (docs/agents.md "Tools") and REST
+ * decisions (docs/rest-api.md): creation, listing, approve / reject / cancel, conflicts on terminal
+ * requests, concurrent decisions, send_email recording the outbound message on approval only,
+ * expiry by the sweeper, and the event log rows behind waits.
  */
 describe('approval requests', () => {
   let server: TestServer;
@@ -59,7 +60,7 @@ describe('approval requests', () => {
         [requestId],
       )
     ).map((r) => r.payload);
-  /** Exactly these states were logged, in order, each event with the SPEC shape and its previous state. */
+  /** Exactly these states were logged, in order, each event with the documented shape and its previous state. */
   const assertStates = async (requestId: string, ...states: string[]) => {
     const events = await stateEvents(requestId);
     const logged = events.map((e) => e.state);
@@ -100,7 +101,7 @@ describe('approval requests', () => {
     await server?.close();
   });
 
-  it('request_approval creates a pending chk_ request that get_request shows with exactly the SPEC fields', async () => {
+  it('request_approval creates a pending chk_ request that get_request shows with exactly the documented fields', async () => {
     const mailboxId = await createMailbox(server.admin);
     const created = await requestApproval(mailboxId, { details: 'Invoice 42 from ACME, 1,200 EUR.' });
     assert.deepEqual(Object.keys(created).sort(), ['expires_at', 'request_id', 'state']);
@@ -384,7 +385,7 @@ describe('approval requests', () => {
       from: 'sender@example.org',
       subject,
       received_at: (await callOk(agent, 'get_message', { message_id: id })).received_at,
-      // JSON ingest: nothing to check (SPEC 9).
+      // JSON ingest: nothing to check (docs/mail.md).
       authentication: { spf: 'none', dkim: 'none', dmarc: 'none', arc: 'none' },
       from_verified: false,
     });

@@ -10,6 +10,7 @@ import { RestClient } from '../support/rest';
 import { TestSmtpRelay } from '../support/smtp-relay';
 import { createMailbox, createToken, startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
+import { requireSystemPackage } from '../support/system-packages';
 
 /** What an agent might put in a draft: a tracking pixel, a script, a relative image, a handler. */
 const HOSTILE_HTML =
@@ -33,7 +34,7 @@ const REMOVED = {
  * console (Chromium) and on the link page, and changes nothing; and the outbox refuses to send a
  * message that no longer matches the approved content (delivery failed, reason content_changed).
  */
-describe('approved content', () => {
+describe('approved content', { skip: requireSystemPackage('python3-aiosmtpd') }, () => {
   let relay: TestSmtpRelay;
   let server: TestServer;
   let agent: Client;

@@ -7,8 +7,9 @@ import { createMailbox, createToken, ingest, randomSecret, startTestServer, Test
 import { waitFor } from '../support/wait-for';
 
 /**
- * SPEC §2 (scopes), §3 (401 on /mcp), §7 (token administration) and §8 (bootstrap token): who gets
- * in, what each scope allows on REST and MCP, and how tokens are created, stored and revoked.
+ * Scopes (docs/agents.md "Scopes"), the 401 on /mcp (docs/agents.md "Tools"), token administration
+ * (docs/rest-api.md) and the bootstrap token (docs/operators.md): who gets in, what each scope
+ * allows on REST and MCP, and how tokens are created, stored and revoked.
  */
 const ALL_SCOPES = ['mail:read', 'mail:send', 'approvals:read', 'approvals:decide', 'mail:ingest', 'admin'];
 const ALL_TOOLS = [

@@ -54,9 +54,9 @@ async function assertEndsWithoutResponse(stream: McpStream, what: string): Promi
 }
 
 /**
- * SPEC 8a: a `notifications/cancelled` for an in-flight blocking call ends that wait on whichever
- * replica holds it, frees its connection, and answers nothing for the cancelled request. Only the
- * token that made a request can cancel it.
+ * docs/operators.md "Limits and hardening": a `notifications/cancelled` for an in-flight blocking
+ * call ends that wait on whichever replica holds it, frees its connection, and answers nothing for
+ * the cancelled request. Only the token that made a request can cancel it.
  */
 describe('cancellation of blocking calls', () => {
   describe('on one replica', () => {

@@ -8,8 +8,9 @@ import { RestClient } from '../support/rest';
 import { ingest, startTestServer, TestServer } from '../support/test-server';
 
 /**
- * SPEC §8 CLI: `node dist/cli.js …` as an operator runs it, against a fresh database. What it
- * creates must work against a server on the same database, and it never prints a stored secret.
+ * The CLI (docs/operators.md): `node dist/cli.js …` as an operator runs it (from source:
+ * src/cli.ts), against a fresh database. What it creates must work against a server on the same
+ * database, and it never prints a stored secret.
  */
 const SECRET = /alc_[0-9A-Za-z]{20,}/;
 const sha256 = (s: string) => createHash('sha256').update(s, 'utf8').digest('hex');
@@ -128,7 +129,7 @@ describe('administrative CLI', () => {
     }
 
     server = await startTestServer({ db });
-    // The database already had tokens, so no bootstrap admin token was created (SPEC §8).
+    // The database already had tokens, so no bootstrap admin token was created (docs/operators.md).
     assert.equal((await server.admin.get('/v1/tokens')).status, 401);
     const client = await connectMcp(server.url, reader.secret);
     try {

@@ -6,22 +6,22 @@ import { LocalCluster, startLocalCluster } from '../tools/local-cluster';
 import { createTestDatabase, TestDatabase } from '../support/database';
 import { callOk, connectMcp } from '../support/mcp';
 import { activeWaits } from '../support/metrics';
-import { nginxSkipReason } from '../support/nginx';
 import { RestClient } from '../support/rest';
+import { requireSystemPackage } from '../support/system-packages';
 import { createMailbox, createToken, ingest, randomSecret } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
 import { openOk, OpenedSocket } from '../support/wait-socket';
 
 /**
- * SPEC §6 and the operations issue: the local multi-replica deployment (`npm run cluster`), two
- * replicas behind nginx on one database. Poll, websocket and task waits go through the balancer
- * while one replica is restarted (SIGTERM, then started again): every waiter ends with a result, a
- * client that re-issues after `shutdown` with its `next_cursor` finds the match, and no task is lost.
+ * docs/operators.md "Replicas and shutdown": the local multi-replica deployment (`npm run
+ * cluster`), two replicas behind nginx on one database. Poll, websocket and task waits go through
+ * the balancer while one replica is restarted (SIGTERM, then started again): every waiter ends with
+ * a result, a client that re-issues after `shutdown` with its `next_cursor` finds the match, and no
+ * task is lost.
  */
-describe('local cluster: waits ride through a replica restart', () => {
+describe('local cluster: waits ride through a replica restart', { skip: requireSystemPackage('nginx-light') }, () => {
   let db: TestDatabase;
   let cluster: LocalCluster | undefined;
-  let skip: string | undefined;
   let agent: Client;
   let api: RestClient;
   let mailboxId: string;
@@ -29,24 +29,18 @@ describe('local cluster: waits ride through a replica restart', () => {
 
   before(async () => {
     db = await createTestDatabase();
-    try {
-      cluster = await startLocalCluster({
-        replicas: 2,
-        port: 0,
-        databaseUrl: db.url,
-        env: {
-          ALCARTA_BOOTSTRAP_TOKEN: adminToken,
-          ALCARTA_LOG_LEVEL: 'warn',
-          ALCARTA_KEEPALIVE_SECONDS: '1',
-          ALCARTA_WAIT_RECHECK_SECONDS: '2',
-        },
-        output: () => undefined,
-      });
-    } catch (err) {
-      skip = nginxSkipReason(err);
-      if (!skip) throw err;
-      return;
-    }
+    cluster = await startLocalCluster({
+      replicas: 2,
+      port: 0,
+      databaseUrl: db.url,
+      env: {
+        ALCARTA_BOOTSTRAP_TOKEN: adminToken,
+        ALCARTA_LOG_LEVEL: 'warn',
+        ALCARTA_KEEPALIVE_SECONDS: '1',
+        ALCARTA_WAIT_RECHECK_SECONDS: '2',
+      },
+      output: () => undefined,
+    });
     const admin = new RestClient(cluster.url, adminToken);
     mailboxId = await createMailbox(admin);
     const token = await createToken(admin, {
@@ -63,8 +57,7 @@ describe('local cluster: waits ride through a replica restart', () => {
     await db?.drop();
   });
 
-  it('every waiter ends with a result, re-issues find the match, no task is lost', async (t) => {
-    if (skip) return t.skip(skip);
+  it('every waiter ends with a result, re-issues find the match, no task is lost', async () => {
     const [replica1] = cluster!.replicas;
     const { next_cursor: cursor } = await callOk(agent, 'list_messages', { mailbox_id: mailboxId });
     const event = { type: 'message_received', mailbox_id: mailboxId };

@@ -11,7 +11,7 @@ import { metricValue } from '../support/metrics';
 import { createMailbox, createToken, startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
 
-/** SPEC 11: a new request, and one decided elsewhere, appears / changes within 2 s without a reload. */
+/** docs/approvers.md: a new request, and one decided elsewhere, appears / changes within 2 s without a reload. */
 const LIVE_MS = 2000;
 /** How long a check may take to fail with a useful message, well beyond LIVE_MS. */
 const PATIENCE_MS = 10_000;
@@ -62,9 +62,10 @@ async function timeUntil(page: Page, selector: string, state: 'attached' | 'deta
 }
 
 /**
- * The live pending list of the console (SPEC 11): a Server-Sent Events stream per page, woken by
- * the same `request` doorbells as the agents' waits. The safety re-check is set to its longest, so
- * what these tests measure is the doorbell. A real server, a real Chromium, the official MCP SDK.
+ * The live pending list of the console (docs/approvers.md): a Server-Sent Events stream per page,
+ * woken by the same `request` doorbells as the agents' waits. The safety re-check is set to its
+ * longest, so what these tests measure is the doorbell. A real server, a real Chromium, the
+ * official MCP SDK.
  */
 describe('console live pending list', () => {
   let server: TestServer;

@@ -19,10 +19,10 @@ const SCREENSHOTS = join(process.cwd(), 'test-output', 'screenshots');
 const BLOCK = 50;
 
 /**
- * SPEC 11, console sign-in through OpenID Connect: a real OpenID provider (oidc-provider, see
- * test/support/identity-provider.ts) with the confidential client `alcarta-console`, a real
- * Chromium walking through the provider's login page, authorization code + PKCE by openid-client
- * on the server. The person's mailboxes come from grants (group:ops), decided_by is the email.
+ * docs/approvers.md, console sign-in through OpenID Connect: a real OpenID provider (oidc-provider,
+ * see test/support/identity-provider.ts) with the confidential client `alcarta-console`, a real
+ * Chromium walking through the provider's login page, authorization code + PKCE by openid-client on
+ * the server. The person's mailboxes come from grants (group:ops), decided_by is the email.
  */
 describe('console sign-in with OpenID Connect', () => {
   let server: TestServer;

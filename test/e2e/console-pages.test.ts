@@ -25,10 +25,11 @@ const FORM_COOKIE = 'alcarta_console_sign_in';
 const BLOCK = 50;
 
 /**
- * SPEC 11, the approver console without OpenID Connect: sign-in by token, the pending list, a
- * request page that shows an agent's draft sanitized in a sandboxed frame, decisions that release
- * the agent's wait, decisions made elsewhere, CSRF, sign-out and ended sessions, accessibility (axe)
- * and screenshots at desktop and phone widths. A real server, a real Chromium, the official MCP SDK.
+ * docs/approvers.md, the approver console without OpenID Connect: sign-in by token, the pending
+ * list, a request page that shows an agent's draft sanitized in a sandboxed frame, decisions that
+ * release the agent's wait, decisions made elsewhere, CSRF, sign-out and ended sessions,
+ * accessibility (axe) and screenshots at desktop and phone widths. A real server, a real Chromium,
+ * the official MCP SDK.
  */
 describe('console pages', () => {
   let server: TestServer;

@@ -1,15 +1,13 @@
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { createServer, Server } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { chromium, Browser, Page } from 'playwright-core';
 import { freePort } from '#app/common/net.js';
 import { activeWaits } from '../support/metrics';
+import { chromiumPath, requireSystemPackage } from '../support/system-packages';
 import { createMailbox, createToken, ingest, startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
 
-const CHROMIUM = process.env.ALCARTA_TEST_CHROMIUM ?? '/usr/bin/chromium';
-const SKIP_VARIABLE = 'ALCARTA_TEST_WITHOUT_CHROMIUM';
 const ALLOW_HEADERS = [
   'authorization',
   'content-type',
@@ -59,10 +57,11 @@ function callFromPage(page: Page, mcpUrl: string, token: string, body: unknown):
 }
 
 /**
- * SPEC 8a "Browsers": /mcp answers CORS preflights for loopback origins and ALCARTA_ALLOWED_ORIGINS,
- * and every answer (results, 401s, errors) carries Access-Control-Allow-Origin; other origins get
- * 403. Proven from a real headless Chromium: pages on allowed origins list tools and run a wait with
- * fetch, a page on another origin is refused. Host names are mapped to 127.0.0.1 inside Chromium.
+ * "Browsers" (docs/operators.md, "Limits and hardening"): /mcp answers CORS preflights for loopback
+ * origins and ALCARTA_ALLOWED_ORIGINS, and every answer (results, 401s, errors) carries
+ * Access-Control-Allow-Origin; other origins get 403. Proven from a real headless Chromium: pages
+ * on allowed origins list tools and run a wait with fetch, a page on another origin is refused.
+ * Host names are mapped to 127.0.0.1 inside Chromium.
  */
 describe('CORS: browser pages on /mcp', () => {
   let server: TestServer;
@@ -75,7 +74,7 @@ describe('CORS: browser pages on /mcp', () => {
   let mcpUrl: string;
   const allowedOrigin = () => `http://app.test:${pagePort}`;
 
-  /** A browser test that skips only when Chromium is missing and the skip variable allows it. */
+  /** A browser test that skips only when Chromium is missing (and the run does not require it). */
   const browserIt = (name: string, body: () => Promise<void>): void => {
     it(name, async (t) => (skipReason ? t.skip(skipReason) : body()));
   };
@@ -97,14 +96,10 @@ describe('CORS: browser pages on /mcp', () => {
     mcpUrl = `${server.url}/mcp`;
     mailbox = await createMailbox(server.admin);
     token = (await createToken(server.admin, { scopes: ['mail:read'], mailboxes: [mailbox] })).secret;
-    if (!existsSync(CHROMIUM)) {
-      const message = `Chromium is not installed at ${CHROMIUM} (apt-get install -y chromium)`;
-      if (process.env[SKIP_VARIABLE] !== '1') throw new Error(`${message}; set ${SKIP_VARIABLE}=1 to skip`);
-      skipReason = message;
-      return;
-    }
+    skipReason = requireSystemPackage('chromium');
+    if (skipReason) return;
     browser = await chromium.launch({
-      executablePath: CHROMIUM,
+      executablePath: chromiumPath(),
       args: ['--no-sandbox', '--host-resolver-rules=MAP app.test 127.0.0.1, MAP evil.test 127.0.0.1'],
     });
   });

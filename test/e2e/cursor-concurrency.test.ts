@@ -5,9 +5,9 @@ import { callOk, connectMcp } from '../support/mcp';
 import { createMailbox, createToken, ingest, startTestServer, TestServer } from '../support/test-server';
 
 /**
- * SPEC §4 cursors: resuming from a cursor never skips and never repeats a committed message, also
- * when many writers commit out of order. Eight writers ingest into one mailbox while a reader pages
- * with list_messages + since_cursor; the reader must see every message exactly once.
+ * docs/agents.md "Waits" cursors: resuming from a cursor never skips and never repeats a committed
+ * message, also when many writers commit out of order. Eight writers ingest into one mailbox while
+ * a reader pages with list_messages + since_cursor; the reader must see every message exactly once.
  */
 describe('message cursor under concurrent writers', () => {
   let server: TestServer;

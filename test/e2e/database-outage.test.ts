@@ -12,7 +12,7 @@ import { createMailbox, createToken, ingest, randomSecret } from '../support/tes
 import { serverLogger } from '../support/test-logs';
 import { waitFor } from '../support/wait-for';
 
-/** SPEC 8a: no call hangs longer than this while PostgreSQL is unreachable. */
+/** docs/operators.md "Limits and hardening": no call hangs longer than this while PostgreSQL is unreachable. */
 const MAX_CALL_MS = 5000;
 
 /** Runs `call` and asserts that it settled within MAX_CALL_MS. */
@@ -25,10 +25,11 @@ async function quickly<T>(what: string, call: () => Promise<T>): Promise<T> {
 }
 
 /**
- * SPEC 8a "Database outage", with a real PostgreSQL that the test stops and starts again on the
- * same port: while it is down, REST answers 503 `unavailable` with Retry-After, /mcp answers HTTP
- * 503 with a JSON-RPC error, nothing hangs, /metrics answers with alcarta_database_up 0 and
- * readiness fails; once it is back, the same process serves requests and waits again.
+ * "Database outage" (docs/operators.md, "Limits and hardening"), with a real PostgreSQL that the
+ * test stops and starts again on the same port: while it is down, REST answers 503 `unavailable`
+ * with Retry-After, /mcp answers HTTP 503 with a JSON-RPC error, nothing hangs, /metrics answers
+ * with alcarta_database_up 0 and readiness fails; once it is back, the same process serves requests
+ * and waits again.
  */
 describe('database outage', () => {
   let cluster: PrivateCluster;

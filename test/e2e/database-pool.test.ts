@@ -10,7 +10,7 @@ import { waitFor } from '../support/wait-for';
 const POOL_SIZE = 2;
 /** More requests than pooled connections, so most of them queue in the pool. */
 const REQUESTS = 8;
-/** SPEC 8a: no call hangs longer than this while PostgreSQL is unreachable. */
+/** docs/operators.md "Limits and hardening": no call hangs longer than this while PostgreSQL is unreachable. */
 const MAX_CALL_MS = 5000;
 
 /**

@@ -6,6 +6,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { freePort } from '#app/common/net.js';
 import { callOk, connectMcp } from '../support/mcp';
 import { activeWaits } from '../support/metrics';
+import { requireSystemPackage } from '../support/system-packages';
 import { createMailbox, createToken, startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
 
@@ -25,13 +26,13 @@ function listening(port: number): Promise<boolean> {
 }
 
 /**
- * SPEC 9 with a real relay: Debian's aiosmtpd (`python3-aiosmtpd`, a server nobody here wrote)
- * with its Debugging handler, which prints every message it accepts. A request wait with
+ * docs/mail.md with a real relay: Debian's aiosmtpd (`python3-aiosmtpd`, a server nobody here
+ * wrote) with its Debugging handler, which prints every message it accepts. A request wait with
  * `delivery_states` started before the approval returns once the outbox worker's `sent` commits,
  * with that `message_delivery_changed` event, and the request, the message and the wait result
  * agree on the delivery.
  */
-describe('delivery_states with a real relay', () => {
+describe('delivery_states with a real relay', { skip: requireSystemPackage('python3-aiosmtpd') }, () => {
   let relay: ChildProcess;
   let relayOutput = '';
   let server: TestServer;

@@ -10,7 +10,7 @@ import { openOk } from '../support/wait-socket';
 
 /** Long enough for any wake-up on a busy machine, short enough to end as a result, not an SDK timeout. */
 const BLOCK = 50;
-/** What every approval records when no relay is configured (SPEC 9). */
+/** What every approval records when no relay is configured (docs/mail.md). */
 const NOT_CONFIGURED = { status: 'not_configured', attempts: 0 };
 
 interface DeliveryEvent {
@@ -23,11 +23,11 @@ interface DeliveryEvent {
 }
 
 /**
- * SPEC 9, what agents see of outbound delivery without a relay (ALCARTA_SMTP_RELAY_URL unset): the
- * `delivery` object on requests (get_request, cancel_request, REST list and decisions), on the
- * outbound message (get_message) and in the `requests` of request-wait results; and request waits
- * with `delivery_states` (blocking, level-triggered, the default states, persisted waits, tasks,
- * argument errors, the safety re-check).
+ * docs/mail.md, what agents see of outbound delivery without a relay (ALCARTA_SMTP_RELAY_URL
+ * unset): the `delivery` object on requests (get_request, cancel_request, REST list and decisions),
+ * on the outbound message (get_message) and in the `requests` of request-wait results; and request
+ * waits with `delivery_states` (blocking, level-triggered, the default states, persisted waits,
+ * tasks, argument errors, the safety re-check).
  */
 describe('delivery visibility (no relay)', () => {
   describe('with a 30 s safety re-check (anything faster is a doorbell)', () => {
@@ -199,7 +199,7 @@ describe('delivery visibility (no relay)', () => {
       await assertDeliveryMatch(await pending, id);
     });
 
-    it('after the events of a request are pruned (SPEC 13), request waits show the same latest events', async () => {
+    it('after the events of a request are pruned (docs/operators.md "Capacity"), request waits show the same latest events', async () => {
       const id = await sendEmail('Decided long ago');
       await decide(id, 'approve');
       const latest = async (type: string) =>

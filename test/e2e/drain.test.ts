@@ -29,9 +29,10 @@ function probe(url: string, agent: Agent): Promise<Probed | Error> {
 }
 
 /**
- * SPEC 8a "Drain with keep-alive connections": while draining, responses carry `Connection:
- * close` and idle keep-alive connections are closed, so a replica exits 0 promptly even when a
- * client (a health prober, a load balancer) keeps reusing one connection.
+ * "Drain with keep-alive connections" (docs/operators.md, "Limits and hardening"): while draining,
+ * responses carry `Connection: close` and idle keep-alive connections are closed, so a replica
+ * exits 0 promptly even when a client (a health prober, a load balancer) keeps reusing one
+ * connection.
  */
 describe('drain with keep-alive connections', () => {
   const databases: TestDatabase[] = [];

@@ -20,10 +20,11 @@ interface PollResult {
 }
 
 /**
- * SPEC 12: the experimental Events extension (io.modelcontextprotocol/events, poll delivery) at
- * 2026-07-28, through the official v2 client and raw JSON-RPC: the capability in server/discover,
- * events/list, events/poll of email.received and approval.decided on exact cursors, scoping to the
- * caller's mailboxes, errors, and ALCARTA_EVENTS_EXTENSION=off.
+ * docs/agents.md "Protocol revisions": the experimental Events extension
+ * (io.modelcontextprotocol/events, poll delivery) at 2026-07-28, through the official v2 client and
+ * raw JSON-RPC: the capability in server/discover, events/list, events/poll of email.received and
+ * approval.decided on exact cursors, scoping to the caller's mailboxes, errors, and
+ * ALCARTA_EVENTS_EXTENSION=off.
  */
 describe('Events extension at 2026-07-28', () => {
   let server: TestServer;

@@ -5,9 +5,10 @@ import { RestClient } from '../support/rest';
 import { createMailbox, createToken, startTestServer, TestServer } from '../support/test-server';
 
 /**
- * SPEC 10 grants: `POST/GET/DELETE /v1/grants` for `admin` callers, administered like tokens
- * (SPEC 8a: a mailbox-bound admin reaches only grants within its mailboxes), and the union of
- * mailboxes an OAuth principal reaches through its subject, client and groups.
+ * docs/operators.md "Identity providers" grants: `POST/GET/DELETE /v1/grants` for `admin` callers,
+ * administered like tokens (docs/operators.md "Limits and hardening"; a mailbox-bound admin reaches
+ * only grants within its mailboxes), and the union of mailboxes an OAuth principal reaches through
+ * its subject, client and groups.
  */
 describe('grants of mailboxes to OAuth principals', () => {
   let server: TestServer;

@@ -5,9 +5,10 @@ import { startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
 
 /**
- * SPEC §8 health endpoints in @nestjs/terminus format: liveness says the process serves HTTP,
- * readiness that the database answers. Readiness must fail while the database is unreachable and
- * recover on its own when it is back; liveness must not follow it (a restart would not help).
+ * The health endpoints (docs/operators.md) in @nestjs/terminus format: liveness says the process
+ * serves HTTP, readiness that the database answers. Readiness must fail while the database is
+ * unreachable and recover on its own when it is back; liveness must not follow it (a restart would
+ * not help).
  */
 describe('health endpoints', () => {
   let server: TestServer;

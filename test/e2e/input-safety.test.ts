@@ -19,10 +19,11 @@ const repaired = (text: string) =>
   [...text].map((c) => (c === '\u0000' || /^[\ud800-\udfff]$/.test(c) ? '\uFFFD' : c)).join('');
 
 /**
- * SPEC 8a "No input produces a 5xx", the data side: text PostgreSQL cannot store is refused as
- * `invalid_characters` in JSON and MCP arguments and repaired (U+FFFD) in raw mail; over-long mail
- * headers are stored cut; ids that cannot exist are not found; deep JSON is refused before routing.
- * Every answer names its specific reason: none may come from the database backstop (`invalid_input`).
+ * "No input produces a 5xx" (docs/operators.md, "Limits and hardening"), the data side: text
+ * PostgreSQL cannot store is refused as `invalid_characters` in JSON and MCP arguments and repaired
+ * (U+FFFD) in raw mail; over-long mail headers are stored cut; ids that cannot exist are not found;
+ * deep JSON is refused before routing. Every answer names its specific reason: none may come from
+ * the database backstop (`invalid_input`).
  */
 describe('input safety: unstorable text, over-long mail headers, impossible ids, deep JSON', () => {
   let server: TestServer;

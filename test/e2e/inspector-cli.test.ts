@@ -24,9 +24,9 @@ async function modernNode(): Promise<string> {
 }
 
 /**
- * SPEC §12 with a client nobody here wrote: the MCP Inspector CLI with `--protocol-era modern`
- * (pinned to 2026-07-28, no fallback to initialize) against a real server, over HTTP with the
- * token as a header, as a CI script would use it.
+ * docs/agents.md "Protocol revisions" with a client nobody here wrote: the MCP Inspector CLI with
+ * `--protocol-era modern` (pinned to 2026-07-28, no fallback to initialize) against a real server,
+ * over HTTP with the token as a header, as a CI script would use it.
  */
 describe('the MCP Inspector CLI at 2026-07-28', () => {
   let server: TestServer;

@@ -6,9 +6,10 @@ import { RestClient } from '../support/rest';
 import { createMailbox, createToken, ingest, randomSecret, startTestServer, TestServer } from '../support/test-server';
 
 /**
- * SPEC §2 tenant isolation: a token sees only the mailboxes it is bound to and the requests of
- * those mailboxes. Everything else answers exactly like an id that does not exist (`not_found`,
- * never `forbidden`), on MCP and REST alike, and an attempt changes nothing on the other side.
+ * docs/agents.md "Scopes" tenant isolation: a token sees only the mailboxes it is bound to and the
+ * requests of those mailboxes. Everything else answers exactly like an id that does not exist
+ * (`not_found`, never `forbidden`), on MCP and REST alike, and an attempt changes nothing on the
+ * other side.
  */
 const TENANT_SCOPES = ['mail:read', 'mail:send', 'approvals:read', 'approvals:decide', 'mail:ingest'];
 

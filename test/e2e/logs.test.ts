@@ -16,9 +16,10 @@ function randomTicket(): string {
 }
 
 /**
- * SPEC 8a "Logs hold no payloads and no secrets", on a real process and its real stdout: secrets
- * sent anywhere in a request (path, query, headers, body, a database error message) are masked in
- * every line, and a failed query is logged with its SQL and error code but without its parameters.
+ * "Logs hold no payloads and no secrets" (docs/operators.md, "Limits and hardening"), on a real
+ * process and its real stdout: secrets sent anywhere in a request (path, query, headers, body, a
+ * database error message) are masked in every line, and a failed query is logged with its SQL and
+ * error code but without its parameters.
  */
 describe('logs', () => {
   let db: TestDatabase;

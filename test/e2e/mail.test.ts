@@ -6,7 +6,7 @@ import { callError, callOk, connectMcp, rawMcp } from '../support/mcp';
 import type { RestClient, RestResponse } from '../support/rest';
 import { createMailbox, createToken, ingest, startTestServer, TestServer } from '../support/test-server';
 
-/** Inbound summaries carry the sender authentication of SPEC 9 (JSON ingest: nothing checked). */
+/** Inbound summaries carry the sender authentication of docs/mail.md (JSON ingest: nothing checked). */
 const SUMMARY_FIELDS = [
   'authentication',
   'direction',
@@ -30,8 +30,9 @@ const rfc822 = (...lines: string[]) => lines.join('\r\n') + '\r\n';
 const validJson = () => ({ from: 'sender@example.org', to: ['agent@example.com'], subject: 'Hi', text: 'Body' });
 
 /**
- * SPEC §3.1 mail tools (list_messages, get_message) and §7 ingest: JSON and raw RFC 5322, threading,
- * idempotency on the Message-ID header, validation (nothing stored on bad input) and size limits.
+ * The mail tools (list_messages, get_message; docs/agents.md "Tools") and ingest
+ * (docs/rest-api.md): JSON and raw RFC 5322, threading, idempotency on the Message-ID header,
+ * validation (nothing stored on bad input) and size limits.
  */
 describe('mail: ingest and reading', () => {
   let server: TestServer;
@@ -72,7 +73,7 @@ describe('mail: ingest and reading', () => {
     await server?.close();
   });
 
-  it('JSON ingest answers 201 {message_id}; list_messages and get_message show exactly the SPEC fields', async () => {
+  it('JSON ingest answers 201 {message_id}; list_messages and get_message show exactly the documented fields', async () => {
     const mailboxId = await createMailbox(server.admin);
     const header = newMessageId();
     const res = await ingester.post(ingestPath(mailboxId), {

@@ -23,10 +23,11 @@ const modernRequest = (id: number, method: string, params: Record<string, unknow
 });
 
 /**
- * SPEC §12 with the official v2 client (`@modelcontextprotocol/client`, pinned to 2026-07-28)
- * against a real server: server/discover, the same tool catalog as 2025-11-25, the blocking waits
- * (woken, with progress past the client's request timeout, cancelled by closing the stream), the
- * revision's error codes on the wire, and 2025-era clients beside it on the same server.
+ * docs/agents.md "Protocol revisions" with the official v2 client (`@modelcontextprotocol/client`,
+ * pinned to 2026-07-28) against a real server: server/discover, the same tool catalog as
+ * 2025-11-25, the blocking waits (woken, with progress past the client's request timeout, cancelled
+ * by closing the stream), the revision's error codes on the wire, and 2025-era clients beside it on
+ * the same server.
  */
 describe('MCP 2026-07-28 with the official v2 client', () => {
   let server: TestServer;

@@ -26,9 +26,10 @@ function assertInvalidParams(error: { code: number; message: string } | undefine
 }
 
 /**
- * SPEC 8a on the MCP endpoint: invalid JSON-RPC params are -32602 with a short message (never
- * -32603 with a zod dump), a task ttl must be a positive integer, the combination of email_await's
- * flat `event` is checked by the server, and a large result is not repeated in its text item.
+ * docs/operators.md "Limits and hardening" on the MCP endpoint: invalid JSON-RPC params are -32602
+ * with a short message (never -32603 with a zod dump), a task ttl must be a positive integer, the
+ * combination of email_await's flat `event` is checked by the server, and a large result is not
+ * repeated in its text item.
  */
 describe('MCP endpoint hardening', () => {
   let server: TestServer;

@@ -27,7 +27,7 @@ const toolsList = (id = 2, params: Record<string, unknown> = {}) => ({
 });
 
 /**
- * SPEC §3 and §3.1: the stateless Streamable HTTP endpoint at protocol level — revision
+ * docs/agents.md "Tools": the stateless Streamable HTTP endpoint at protocol level — revision
  * negotiation, HTTP statuses, JSON-RPC error codes, Origin checks and authentication — through the
  * official SDK client where an agent would use it, and raw JSON-RPC where the SDK would not go.
  */

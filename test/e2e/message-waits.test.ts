@@ -29,9 +29,9 @@ const BLOCK = 50;
 const ids = (r: MessageResult) => r.events.map((e) => e.message_id);
 
 /**
- * SPEC §4 message waits through email_await and monitor_inbox: blocking until mail arrives, the start
- * position with and without since_cursor, mailbox scope and visibility, filters, outbound mail, result
- * shapes, argument errors, and cursor exactness under concurrent writers.
+ * docs/agents.md "Waits" message waits through email_await and monitor_inbox: blocking until mail
+ * arrives, the start position with and without since_cursor, mailbox scope and visibility, filters,
+ * outbound mail, result shapes, argument errors, and cursor exactness under concurrent writers.
  */
 describe('message waits', () => {
   let server: TestServer;
@@ -61,7 +61,7 @@ describe('message waits', () => {
   /** A timeout-0 check from a position: what a resuming client would get at once. */
   const check = (client: Client, event: Record<string, unknown>, since_cursor: string) =>
     awaitMessages(client, event, { since_cursor, timeout_seconds: 0 });
-  /** The exact SPEC §4 shape of a matched result, with these message ids as its events. */
+  /** The exact shape (docs/agents.md "Waits") of a matched result, with these message ids as its events. */
   const assertMatched = (r: MessageResult, messageIds: string[], what?: string) => {
     assert.equal(typeof r.next_cursor, 'string');
     assert.deepEqual(
@@ -114,7 +114,7 @@ describe('message waits', () => {
         from: 'alice@example.org',
         subject: 'Invoice 7',
         received_at: stored.received_at,
-        // JSON ingest: nothing to check (SPEC 9).
+        // JSON ingest: nothing to check (docs/mail.md).
         authentication: { spf: 'none', dkim: 'none', dmarc: 'none', arc: 'none' },
         from_verified: false,
       },
@@ -395,7 +395,7 @@ describe('message waits', () => {
             since_cursor: cursor,
             timeout_seconds: finalPass ? 0 : 5,
           });
-          cursor = result.next_cursor; // persisted before processing, as SPEC §4 asks
+          cursor = result.next_cursor; // persisted before processing, as docs/agents.md "Waits" asks
           seen.push(...result.events);
           if (finalPass && result.events.length === 0) break;
         }

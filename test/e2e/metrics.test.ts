@@ -6,7 +6,7 @@ import { activeWaits } from '../support/metrics';
 import { createMailbox, ingest, startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
 
-/** SPEC §8: GET /metrics, Prometheus text, no token. */
+/** docs/operators.md: GET /metrics, Prometheus text, no token. */
 describe('metrics', () => {
   let server: TestServer;
   let agent: Client;

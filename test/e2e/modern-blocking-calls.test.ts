@@ -20,11 +20,12 @@ interface RawCall {
 }
 
 /**
- * SPEC §13 at 2026-07-28: plain calls of blocking tools skip the v2 SDK's per-request objects
- * (BlockingCallResponder, as at 2025-11-25) so that a parked wait costs no more memory than at
- * 2025-11-25. What a client sees must not change: the answers are JSON-equal to the ones the SDK
- * gives for the same call, compared with calls the fast path leaves to the SDK (an encoded
- * `Mcp-Name`); refusals come from the SDK; calls that declare the Tasks extension go to the SDK.
+ * docs/operators.md "Capacity", at 2026-07-28: plain calls of blocking tools skip the v2 SDK's
+ * per-request objects (BlockingCallResponder, as at 2025-11-25) so that a parked wait costs no more
+ * memory than at 2025-11-25. What a client sees must not change: the answers are JSON-equal to the
+ * ones the SDK gives for the same call, compared with calls the fast path leaves to the SDK (an
+ * encoded `Mcp-Name`); refusals come from the SDK; calls that declare the Tasks extension go to the
+ * SDK.
  */
 describe('2026-07-28 blocking calls on the fast path', () => {
   let server: TestServer;

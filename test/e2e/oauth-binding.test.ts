@@ -49,11 +49,12 @@ function accessToken(key: SigningKey, issuer: string, audience: string, claims: 
 }
 
 /**
- * SPEC 10 "Binding" and SPEC 8a for OAuth principals: waits, websocket tickets and tasks created
- * with a JWT belong to the principal (`iss` + `sub`), so the agent's next access token reaches
- * them and another principal's does not; they outlive the token that created them; and a deleted
- * grant (or a group that leaves the principal's claims) ends, at once, everything the principal
- * held, with reason `access_removed`.
+ * "Binding" (docs/operators.md, "Identity providers") and docs/operators.md "Limits and hardening"
+ * for OAuth principals: waits, websocket tickets and tasks created with a JWT belong to the
+ * principal (`iss` + `sub`), so the agent's next access token reaches them and another principal's
+ * does not; they outlive the token that created them; and a deleted grant (or a group that leaves
+ * the principal's claims) ends, at once, everything the principal held, with reason
+ * `access_removed`.
  */
 describe('OAuth principals: stored waits, tickets and tasks', () => {
   let server: TestServer;

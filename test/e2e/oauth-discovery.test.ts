@@ -10,9 +10,10 @@ import { rawMcp } from '../support/mcp';
 import { createToken, randomSecret, startTestServer, TestServer } from '../support/test-server';
 
 /**
- * SPEC 10 "Discovery (RFC 9728)": the protected-resource metadata document, the WWW-Authenticate
- * challenge of every 401 (REST and /mcp) and of a REST 403 for a missing scope, and the official
- * MCP SDK finding the authorization server from a 401. No IdP is needed: discovery only names it.
+ * "Discovery (RFC 9728)" (docs/operators.md, "Identity providers"): the protected-resource metadata
+ * document, the WWW-Authenticate challenge of every 401 (REST and /mcp) and of a REST 403 for a
+ * missing scope, and the official MCP SDK finding the authorization server from a 401. No IdP is
+ * needed: discovery only names it.
  */
 const LIST_TOOLS = { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} };
 const AGENT_SCOPES = ['mail:read', 'mail:send', 'approvals:read'];

@@ -6,10 +6,11 @@ import { FakeAuthorizationServer, SigningKey, signingKey } from '../support/fake
 import { createMailbox, startTestServer, TestServer } from '../support/test-server';
 
 /**
- * SPEC 10 "Who and what", "Binding" and decided_by with mailboxes granted through `POST /v1/grants`.
- * Needs the grants REST API and GrantService.mailboxesFor of the grants branch: passes after the merge.
+ * "Who and what" (docs/operators.md, "Identity providers"), "Binding" and decided_by with mailboxes
+ * granted through `POST /v1/grants`. Needs the grants REST API and GrantService.mailboxesFor of the
+ * grants branch: passes after the merge.
  */
-describe('OAuth principals with granted mailboxes (SPEC 10)', () => {
+describe('OAuth principals with granted mailboxes (docs/operators.md "Identity providers")', () => {
   let server: TestServer;
   const as = new FakeAuthorizationServer();
   let key: SigningKey;

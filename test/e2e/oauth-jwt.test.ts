@@ -7,13 +7,14 @@ import { startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
 
 /**
- * SPEC 10: JWT access tokens beside static tokens. A small authorization server on loopback
- * publishes RFC 8414 metadata and a JWKS whose keys the test controls (rotation, outage); tokens
- * are crafted with jose, so every way a token can be wrong gets its own case.
+ * docs/operators.md "Identity providers": JWT access tokens beside static tokens. A small
+ * authorization server on loopback publishes RFC 8414 metadata and a JWKS whose keys the test
+ * controls (rotation, outage); tokens are crafted with jose, so every way a token can be wrong gets
+ * its own case.
  */
 const LIST_TOOLS = { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} };
 
-describe('OAuth JWT access tokens (SPEC 10)', () => {
+describe('OAuth JWT access tokens (docs/operators.md "Identity providers")', () => {
   let server: TestServer;
   const as = new FakeAuthorizationServer();
   let key1: SigningKey;

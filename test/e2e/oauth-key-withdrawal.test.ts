@@ -14,10 +14,11 @@ const SETTINGS = { audiences: [AUDIENCE], failureBackoffMs: BACKOFF_MS, maxToken
 const UNAVAILABLE = { reason: 'identity_provider_unavailable' };
 
 /**
- * SPEC 10 key handling against a real JWKS endpoint on loopback: fetched keys expire after a
- * bounded age, so a key the identity provider withdrew stops verifying; while the endpoint is down,
- * the keys of the last fetch keep verifying (asked again only once per backoff), and a key it
- * never served is not accepted (identity_provider_unavailable until the endpoint answers).
+ * docs/operators.md "Identity providers" key handling against a real JWKS endpoint on loopback:
+ * fetched keys expire after a bounded age, so a key the identity provider withdrew stops verifying;
+ * while the endpoint is down, the keys of the last fetch keep verifying (asked again only once per
+ * backoff), and a key it never served is not accepted (identity_provider_unavailable until the
+ * endpoint answers).
  */
 describe('JWKS key expiry and withdrawal (AccessTokenVerifier)', () => {
   const issuer = new FakeAuthorizationServer();

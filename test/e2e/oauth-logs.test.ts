@@ -22,9 +22,10 @@ interface RequestLine {
 }
 
 /**
- * SPEC 8a "no secrets in logs" for JWT access tokens (SPEC 10), on a real process and its real
- * output: a valid and a forged JWT sent in the Authorization header, in a path and in a query
- * string never appear in any line, and the request line of the valid one names its principal.
+ * "no secrets in logs" (docs/operators.md, "Limits and hardening") for JWT access tokens
+ * (docs/operators.md "Identity providers"), on a real process and its real output: a valid and a
+ * forged JWT sent in the Authorization header, in a path and in a query string never appear in any
+ * line, and the request line of the valid one names its principal.
  */
 describe('OAuth tokens in logs', () => {
   let db: TestDatabase;

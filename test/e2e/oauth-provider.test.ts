@@ -7,10 +7,11 @@ import { callOk, connectMcp } from '../support/mcp';
 import { startTestServer, TestServer } from '../support/test-server';
 
 /**
- * SPEC 10 against a real authorization server: oidc-provider in-process on loopback (see
- * test/support/identity-provider.ts) issues client-credentials JWT access tokens for the RFC 8707
- * resource `<public URL>/mcp`. It publishes only OpenID Connect discovery here (no RFC 8414
- * document), so Alcarta must fall back to `/.well-known/openid-configuration` to find its keys.
+ * docs/operators.md "Identity providers" against a real authorization server: oidc-provider
+ * in-process on loopback (see test/support/identity-provider.ts) issues client-credentials JWT
+ * access tokens for the RFC 8707 resource `<public URL>/mcp`. It publishes only OpenID Connect
+ * discovery here (no RFC 8414 document), so Alcarta must fall back to
+ * `/.well-known/openid-configuration` to find its keys.
  */
 describe('OAuth with oidc-provider (client credentials, resource indicator)', () => {
   let server: TestServer;

@@ -15,12 +15,13 @@ import { waitFor } from '../support/wait-for';
 import { postSignIn } from '../support/console';
 
 /**
- * SPEC 10 end to end, as an agent and a person meet it: the official MCP SDK client starts without
- * a token, follows the 401 to the RFC 9728 document, finds the authorization server (a real
- * oidc-provider), gets a JWT for the RFC 8707 resource `<public URL>/mcp` and uses it — client
- * credentials for the agent (the SDK's own ClientCredentialsProvider), authorization code + PKCE
- * for a person whose `groups` claim is granted a mailbox. Only blocking ("poll") waits: websocket
- * delivery, wait_id and tasks with access tokens are not part of this yet.
+ * docs/operators.md "Identity providers" end to end, as an agent and a person meet it: the official
+ * MCP SDK client starts without a token, follows the 401 to the RFC 9728 document, finds the
+ * authorization server (a real oidc-provider), gets a JWT for the RFC 8707 resource `<public
+ * URL>/mcp` and uses it — client credentials for the agent (the SDK's own
+ * ClientCredentialsProvider), authorization code + PKCE for a person whose `groups` claim is
+ * granted a mailbox. Only blocking ("poll") waits: websocket delivery, wait_id and tasks with
+ * access tokens are not part of this yet.
  */
 
 /** One HTTP exchange of the SDK client: `STATUS METHOD URL` (URL without query). */
@@ -47,7 +48,7 @@ function assertInOrder(exchanges: Exchange[], expected: Exchange[]): void {
   }
 }
 
-describe('An agent and a person sign in with the MCP SDK through a real OpenID provider (SPEC 10)', () => {
+describe('An agent and a person sign in with the MCP SDK through a real OpenID provider (docs/operators.md "Identity providers")', () => {
   let server: TestServer;
   let idp: IdentityProvider;
   let resource: string;

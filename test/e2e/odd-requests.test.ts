@@ -4,6 +4,7 @@ import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { rawMcp, sseMessages } from '../support/mcp';
+import { requireSystemPackage } from '../support/system-packages';
 import { createMailbox, createToken, startTestServer, TestServer } from '../support/test-server';
 
 const run = promisify(execFile);
@@ -163,39 +164,43 @@ describe('odd requests', () => {
     );
   });
 
-  it('answers an h2c upgrade offer (what curl --http2 sends) over HTTP/1.1', async () => {
-    // The /mcp answer (an SSE stream) asks to keep the connection: the last request closes it.
-    const [mcp, health] = responses(
-      await rawHttp(server.url, [
-        mcpPost(8, H2C_OFFER),
-        `GET /health/live HTTP/1.1\r\nHost: ${host}\r\n` +
-          `${H2C_OFFER.replace('Connection: Upgrade, HTTP2-Settings', 'Connection: Upgrade, HTTP2-Settings, close')}\r\n`,
-      ]),
-    );
-    assert.equal(health.status, 200, health.body);
-    assert.equal(mcp.status, 200, mcp.body);
-    assert.equal(messageOf(mcp.body).id, 8);
+  it(
+    'answers an h2c upgrade offer (what curl --http2 sends) over HTTP/1.1',
+    { skip: requireSystemPackage('curl') },
+    async () => {
+      // The /mcp answer (an SSE stream) asks to keep the connection: the last request closes it.
+      const [mcp, health] = responses(
+        await rawHttp(server.url, [
+          mcpPost(8, H2C_OFFER),
+          `GET /health/live HTTP/1.1\r\nHost: ${host}\r\n` +
+            `${H2C_OFFER.replace('Connection: Upgrade, HTTP2-Settings', 'Connection: Upgrade, HTTP2-Settings, close')}\r\n`,
+        ]),
+      );
+      assert.equal(health.status, 200, health.body);
+      assert.equal(mcp.status, 200, mcp.body);
+      assert.equal(messageOf(mcp.body).id, 8);
 
-    const curl = async (...args: string[]) =>
-      (await run('curl', ['--http2', '--silent', '--show-error', '--include', '--max-time', '10', ...args])).stdout;
-    const live = await curl(`${server.url}/health/live`);
-    assert.match(live, /^HTTP\/1\.1 200 /, live);
-    const listed = await curl(
-      '-X',
-      'POST',
-      '-H',
-      `Authorization: Bearer ${agentSecret}`,
-      '-H',
-      'Content-Type: application/json',
-      '-H',
-      'Accept: application/json, text/event-stream',
-      '--data',
-      toolsList(9),
-      `${server.url}/mcp`,
-    );
-    assert.match(listed, /^HTTP\/1\.1 200 /, listed);
-    assert.equal(messageOf(listed.slice(listed.indexOf('\r\n\r\n') + 4)).id, 9);
-  });
+      const curl = async (...args: string[]) =>
+        (await run('curl', ['--http2', '--silent', '--show-error', '--include', '--max-time', '10', ...args])).stdout;
+      const live = await curl(`${server.url}/health/live`);
+      assert.match(live, /^HTTP\/1\.1 200 /, live);
+      const listed = await curl(
+        '-X',
+        'POST',
+        '-H',
+        `Authorization: Bearer ${agentSecret}`,
+        '-H',
+        'Content-Type: application/json',
+        '-H',
+        'Accept: application/json, text/event-stream',
+        '--data',
+        toolsList(9),
+        `${server.url}/mcp`,
+      );
+      assert.match(listed, /^HTTP\/1\.1 200 /, listed);
+      assert.equal(messageOf(listed.slice(listed.indexOf('\r\n\r\n') + 4)).id, 9);
+    },
+  );
 
   it('keeps the websocket endpoint as it was', async () => {
     const plain = await fetch(`${server.url}/v1/waits/ws?ticket=wst_unused`);

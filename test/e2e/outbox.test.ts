@@ -11,6 +11,7 @@ import { callOk, connectMcp } from '../support/mcp';
 import { TestSmtpRelay } from '../support/smtp-relay';
 import { createMailbox, createToken, startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
+import { requireSystemPackage } from '../support/system-packages';
 
 const DKIM_SELECTOR = 'alcarta-test';
 const DELIVERY_EVENT_FIELDS = ['changed_at', 'mailbox_id', 'message_id', 'request_id', 'status', 'type'];
@@ -25,13 +26,13 @@ interface Delivery {
 }
 
 /**
- * SPEC 9 "Outbound" end to end: an agent sends through MCP `send_email`, a person approves through
- * REST, and the outbox delivers through a real SMTP server (Debian's aiosmtpd) acting as the relay:
- * headers, threading and a DKIM signature mailauth verifies; a relay that is down (retrying, then
- * sent); a 550 (failed at once) and the admin retry; a bounce report; no relay (not_configured);
- * the admin listing with its filters and scoping; the metrics.
+ * "Outbound" (docs/mail.md) end to end: an agent sends through MCP `send_email`, a person approves
+ * through REST, and the outbox delivers through a real SMTP server (Debian's aiosmtpd) acting as
+ * the relay: headers, threading and a DKIM signature mailauth verifies; a relay that is down
+ * (retrying, then sent); a 550 (failed at once) and the admin retry; a bounce report; no relay
+ * (not_configured); the admin listing with its filters and scoping; the metrics.
  */
-describe('outbox: approved mail through a real relay', () => {
+describe('outbox: approved mail through a real relay', { skip: requireSystemPackage('python3-aiosmtpd') }, () => {
   let relay: TestSmtpRelay;
   let server: TestServer;
   let keyDir: string;

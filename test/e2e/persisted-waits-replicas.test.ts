@@ -16,13 +16,14 @@ const RECHECK_SECONDS = 15;
 const TAKEOVER_SLACK_MS = 5_000;
 
 /**
- * SPEC §4 and §6 with real server processes on one database: exactly one connection wins a ticket
- * race across replicas; a persisted wait survives the replica that created it (SIGTERM with an
- * open socket — which gets `shutdown: true` and close 1012 —, or SIGKILL) and is resolved by
- * another; a wait whose `expires_at` passes while no replica runs is resolved as timed out by the
- * next replica to start. SPEC §13: a pending wait is watched by one replica (its owner) while any
- * replica delivers it; a SIGKILLed owner's waits are taken over within ALCARTA_WAIT_RECHECK_SECONDS,
- * a SIGTERMed one hands them over at once; a burst of results is written in a few batches.
+ * docs/agents.md "Waits" and docs/operators.md "Replicas and shutdown" with real server processes
+ * on one database: exactly one connection wins a ticket race across replicas; a persisted wait
+ * survives the replica that created it (SIGTERM with an open socket — which gets `shutdown: true`
+ * and close 1012 —, or SIGKILL) and is resolved by another; a wait whose `expires_at` passes while
+ * no replica runs is resolved as timed out by the next replica to start. docs/operators.md
+ * "Capacity": a pending wait is watched by one replica (its owner) while any replica delivers it; a
+ * SIGKILLed owner's waits are taken over within ALCARTA_WAIT_RECHECK_SECONDS, a SIGTERMed one hands
+ * them over at once; a burst of results is written in a few batches.
  */
 describe('persisted waits across server processes', () => {
   const secret = randomSecret();

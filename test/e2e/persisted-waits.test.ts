@@ -10,10 +10,11 @@ import { openOk, OpenedSocket } from '../support/wait-socket';
 const ids = (result: { events: Array<{ message_id: string }> }) => result.events.map((e) => e.message_id);
 
 /**
- * SPEC §4 `wait_id` fallback: `email_await {"wait_id"}` long-polls a persisted wait and returns the
- * same result the socket delivers, whether or not the socket was ever opened; a poll that times out
- * leaves the wait pending; once resolved the result is fixed. Waits are bound to their token. With
- * `ALCARTA_WEBSOCKETS=off`, `"websocket"` is refused and `"any"` gives a wait_id to poll.
+ * docs/agents.md "Waits" `wait_id` fallback: `email_await {"wait_id"}` long-polls a persisted wait
+ * and returns the same result the socket delivers, whether or not the socket was ever opened; a
+ * poll that times out leaves the wait pending; once resolved the result is fixed. Waits are bound
+ * to their token. With `ALCARTA_WEBSOCKETS=off`, `"websocket"` is refused and `"any"` gives a
+ * wait_id to poll.
  */
 describe('persisted waits and the wait_id fallback', () => {
   let server: TestServer;
@@ -191,11 +192,12 @@ describe('persisted waits and the wait_id fallback', () => {
   });
 
   /**
-   * SPEC 13 event retention: housekeeping deletes events older than ALCARTA_EVENT_RETENTION_DAYS
-   * (30 by default; the events of this mailbox are back-dated 40 days), and nothing a client holds
-   * notices: cursors from before resume exactly, a blocking wait with such a cursor and a websocket
-   * wait parked across the pruning wake on new mail, request waits still see requests whose events
-   * are gone (with the same latest event), and a websocket request wait parked across it still wakes.
+   * docs/operators.md "Capacity" event retention: housekeeping deletes events older than
+   * ALCARTA_EVENT_RETENTION_DAYS (30 by default; the events of this mailbox are back-dated 40
+   * days), and nothing a client holds notices: cursors from before resume exactly, a blocking wait
+   * with such a cursor and a websocket wait parked across the pruning wake on new mail, request
+   * waits still see requests whose events are gone (with the same latest event), and a websocket
+   * request wait parked across it still wakes.
    */
   describe('event retention', () => {
     let reader: Client;

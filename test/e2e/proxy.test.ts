@@ -5,7 +5,8 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { WebSocket } from 'ws';
 import { callOk, connectMcp } from '../support/mcp';
 import { activeWaits } from '../support/metrics';
-import { NginxProxy, nginxSkipReason, startNginx } from '../support/nginx';
+import { NginxProxy, startNginx } from '../support/nginx';
+import { requireSystemPackage } from '../support/system-packages';
 import type { RestClient } from '../support/rest';
 import { freePort } from '../support/spawned-server';
 import { createMailbox, createToken, ingest, startTestServer, TestServer } from '../support/test-server';
@@ -94,11 +95,11 @@ function via(url: string, base: string): string {
 }
 
 /**
- * SPEC §4 "Proxies" with a real nginx hop between the clients and Alcarta. Through a hop configured
- * as the spec asks (Upgrade/Connection forwarded, buffering off): websocket delivery end to end, an
- * SSE long poll that blocks and is woken, and `: keepalive` comments arriving while it blocks.
- * Through a hop that strips Upgrade/Connection: the handshake gets Alcarta's 400 `upgrade_required`
- * and the single-use ticket stays unused.
+ * "Proxies" (docs/agents.md, "Waits") with a real nginx hop between the clients and Alcarta.
+ * Through a hop configured as the spec asks (Upgrade/Connection forwarded, buffering off):
+ * websocket delivery end to end, an SSE long poll that blocks and is woken, and `: keepalive`
+ * comments arriving while it blocks. Through a hop that strips Upgrade/Connection: the handshake
+ * gets Alcarta's 400 `upgrade_required` and the single-use ticket stays unused.
  */
 describe('behind an nginx proxy', () => {
   let server: TestServer;
@@ -110,7 +111,7 @@ describe('behind an nginx proxy', () => {
   let mailboxId: string;
   let skipReason: string | undefined;
 
-  /** A test that skips only when nginx is unavailable and ALCARTA_TEST_WITHOUT_NGINX=1 allows it. */
+  /** A test that skips only when nginx is not installed (and the run does not require it). */
   const proxied = (name: string, body: () => Promise<void>): void => {
     it(name, async (t) => (skipReason ? t.skip(skipReason) : body()));
   };
@@ -128,14 +129,10 @@ describe('behind an nginx proxy', () => {
         ALCARTA_KEEPALIVE_SECONDS: String(KEEPALIVE_SECONDS),
       },
     });
-    try {
-      proxy = await startNginx({ upstream: server.url, mode: 'websocket', port: proxyPort });
-      stripping = await startNginx({ upstream: server.url, mode: 'strip-upgrade' });
-    } catch (err) {
-      skipReason = nginxSkipReason(err);
-      if (!skipReason) throw err;
-      return;
-    }
+    skipReason = requireSystemPackage('nginx-light');
+    if (skipReason) return;
+    proxy = await startNginx({ upstream: server.url, mode: 'websocket', port: proxyPort });
+    stripping = await startNginx({ upstream: server.url, mode: 'strip-upgrade' });
     mailboxId = await createMailbox(server.admin);
     token = (await createToken(server.admin, { scopes: ['mail:read', 'mail:ingest'], mailboxes: [mailboxId] })).secret;
     ingester = server.admin.withToken(token);

@@ -11,10 +11,10 @@ import { waitFor } from '../support/wait-for';
 const PER_SECOND = 1;
 
 /**
- * SPEC 8a "Rate limits": each credential may make ALCARTA_RATE_LIMIT_PER_SECOND requests per
- * second on a replica, in bursts of twice that; above it REST answers 429 `limit_exceeded` /
- * `rate_limited` and /mcp a JSON-RPC error, both with Retry-After. Other credentials are not
- * affected, and 0 turns limiting off.
+ * "Rate limits" (docs/operators.md, "Limits and hardening"): each credential may make
+ * ALCARTA_RATE_LIMIT_PER_SECOND requests per second on a replica, in bursts of twice that; above it
+ * REST answers 429 `limit_exceeded` / `rate_limited` and /mcp a JSON-RPC error, both with
+ * Retry-After. Other credentials are not affected, and 0 turns limiting off.
  */
 describe('rate limits', () => {
   let server: TestServer;

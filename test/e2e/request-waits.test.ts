@@ -27,9 +27,9 @@ interface RequestResult {
 const BLOCK = 50;
 
 /**
- * SPEC §4 request waits through email_await and monitor_approval: level-triggered on the truth,
- * several ids, `states` and the terminal default (decisions, cancel, expiry), timeouts, argument
- * errors, visibility, and which token sees which wait tool.
+ * docs/agents.md "Waits" request waits through email_await and monitor_approval: level-triggered on
+ * the truth, several ids, `states` and the terminal default (decisions, cancel, expiry), timeouts,
+ * argument errors, visibility, and which token sees which wait tool.
  */
 describe('request waits', () => {
   let server: TestServer;
@@ -52,7 +52,7 @@ describe('request waits', () => {
       timeout_seconds: BLOCK,
     });
   const parked = () => waitFor('a parked request wait', async () => (await activeWaits(server.url, 'request')) === 1);
-  /** The exact SPEC §4 shape of a matched request-wait result. */
+  /** The exact shape (docs/agents.md "Waits") of a matched request-wait result. */
   const assertMatched = (
     r: RequestResult,
     events: Array<[string, State, State | null]>,

@@ -19,11 +19,12 @@ const RECHECK_SECONDS = 1;
 type Agent = { id: string; secret: string; client: Client };
 
 /**
- * SPEC 8a "Revocation and expiry end access at once, everywhere", through the official SDK client
- * and a real `ws` client: a revoked token's parked poll wait, `wait_id` poll, open socket, unused
- * websocket URL, working task and blocked tasks/result end within a second (on every replica, and
- * also when the CLI revokes), and nothing that arrives afterwards is delivered; a token whose
- * `expires_at` passes loses all of them too, its parked waits at the moment it expires.
+ * "Revocation and expiry end access at once, everywhere" (docs/operators.md, "Limits and
+ * hardening"), through the official SDK client and a real `ws` client: a revoked token's parked
+ * poll wait, `wait_id` poll, open socket, unused websocket URL, working task and blocked
+ * tasks/result end within a second (on every replica, and also when the CLI revokes), and nothing
+ * that arrives afterwards is delivered; a token whose `expires_at` passes loses all of them too,
+ * its parked waits at the moment it expires.
  */
 describe('revocation and expiry end what a token holds', () => {
   let server: TestServer;

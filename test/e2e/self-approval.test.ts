@@ -11,6 +11,7 @@ import { callOk, connectMcp } from '../support/mcp';
 import { TestSmtpRelay } from '../support/smtp-relay';
 import { createMailbox, createToken, startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
+import { requireSystemPackage } from '../support/system-packages';
 
 /**
  * Separation of duties end to end: a credential that holds `approvals:decide` and asked for a request
@@ -21,7 +22,7 @@ import { waitFor } from '../support/wait-for';
  * `self_approval` and changes nothing: the request stays pending, no event, the link stays unused.
  * Cancelling one's own request stays allowed; another credential still decides.
  */
-describe('the credential that asked never decides', () => {
+describe('the credential that asked never decides', { skip: requireSystemPackage('python3-aiosmtpd') }, () => {
   let relay: TestSmtpRelay;
   let idp: IdentityProvider;
   let server: TestServer;

@@ -70,9 +70,9 @@ interface MessageEvent {
 }
 
 /**
- * SPEC 9 sender authentication through the real server: raw RFC 5322 ingest is checked for DKIM,
- * DMARC and ARC with DNS answers from a record table (never the real DNS), the verdict shows on
- * messages and in message_received events, and `from_verified: true` filters message waits.
+ * docs/mail.md sender authentication through the real server: raw RFC 5322 ingest is checked for
+ * DKIM, DMARC and ARC with DNS answers from a record table (never the real DNS), the verdict shows
+ * on messages and in message_received events, and `from_verified: true` filters message waits.
  */
 describe('sender authentication', () => {
   let server: TestServer;

@@ -27,11 +27,12 @@ function closedAfter(socket: Socket): Promise<number> {
 }
 
 /**
- * SPEC 8a "Slow and stuck clients": headers within 10 s, the whole request within 30 s, and a
- * response nobody reads is abandoned after 60 s. The defaults are checked on a server started
- * without overrides (headers: the real 10 s); the body and unread-response limits with short
- * settings, so the file stays fast. Parked waits, which keep their response open and write a
- * keep-alive now and then, and open websockets are not cut by any of them.
+ * "Slow and stuck clients" (docs/operators.md, "Limits and hardening"): headers within 10 s, the
+ * whole request within 30 s, and a response nobody reads is abandoned after 60 s. The defaults are
+ * checked on a server started without overrides (headers: the real 10 s); the body and
+ * unread-response limits with short settings, so the file stays fast. Parked waits, which keep
+ * their response open and write a keep-alive now and then, and open websockets are not cut by any
+ * of them.
  */
 describe('slow and stuck clients', { concurrency: true }, () => {
   let defaults: TestServer;

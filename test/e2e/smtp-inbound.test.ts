@@ -11,6 +11,7 @@ import { activeWaits } from '../support/metrics';
 import { metricValue, RawSmtp, repliesWith, swaks } from '../support/smtp';
 import { createMailbox, createToken, startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
+import { requireSystemPackage } from '../support/system-packages';
 
 /** The size limit of this server: small, so that oversize tests are cheap. */
 const MAX_BYTES = 256 * 1024;
@@ -22,12 +23,12 @@ interface Listed {
 }
 
 /**
- * SPEC 9 inbound SMTP with real clients (Debian's swaks, nodemailer): delivery read back over MCP,
- * waits woken by SMTP mail, recipients (plus-addressing, case, several, unknown), SIZE/552, one
- * ingest path with REST (idempotent on Message-ID), and hostile input that must get a proper SMTP
- * reply with nothing half-stored.
+ * docs/mail.md inbound SMTP with real clients (Debian's swaks, nodemailer): delivery read back over
+ * MCP, waits woken by SMTP mail, recipients (plus-addressing, case, several, unknown), SIZE/552,
+ * one ingest path with REST (idempotent on Message-ID), and hostile input that must get a proper
+ * SMTP reply with nothing half-stored.
  */
-describe('inbound SMTP', () => {
+describe('inbound SMTP', { skip: requireSystemPackage('swaks') }, () => {
   let server: TestServer;
   let smtpPort: number;
   let agent: Client;

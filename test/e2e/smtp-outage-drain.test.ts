@@ -10,6 +10,7 @@ import { freePort, scrubbed, spawnServer } from '../support/spawned-server';
 import { createMailbox, randomSecret } from '../support/test-server';
 import { serverLogger } from '../support/test-logs';
 import { waitFor } from '../support/wait-for';
+import { requireSystemPackage } from '../support/system-packages';
 
 /** Opens a session and runs EHLO, MAIL FROM and RCPT TO `to`; returns it ready for DATA. */
 async function transactionTo(port: number, to: string): Promise<RawSmtp> {
@@ -22,10 +23,11 @@ async function transactionTo(port: number, to: string): Promise<RawSmtp> {
 }
 
 /**
- * SPEC 9 "Database trouble → 451 4.3.0": with PostgreSQL stopped, RCPT TO and the end of DATA answer
- * 451 (the sender keeps the message and retries); once it is back the same process accepts mail.
+ * "Database trouble → 451 4.3.0" (docs/mail.md): with PostgreSQL stopped, RCPT TO and the end of
+ * DATA answer 451 (the sender keeps the message and retries); once it is back the same process
+ * accepts mail.
  */
-describe('inbound SMTP while the database is down', () => {
+describe('inbound SMTP while the database is down', { skip: requireSystemPackage('swaks') }, () => {
   let cluster: PrivateCluster;
   let server: RunningServer;
   let address: string;
@@ -91,7 +93,7 @@ describe('inbound SMTP while the database is down', () => {
 });
 
 /**
- * SPEC 9 / issue 10: on SIGTERM the SMTP server answers 421 to new sessions, lets a transaction in
+ * docs/mail.md: on SIGTERM the SMTP server answers 421 to new sessions, lets a transaction in
  * flight finish (250 after its commit), then closes with the app and the process exits 0 within the
  * grace period.
  */

@@ -14,9 +14,10 @@ const SELECTOR = 's1';
 const KEY = dkimKey();
 
 /**
- * SPEC 9 sender authentication of mail that arrives over SMTP: SPF of the connecting client and
- * MAIL FROM (only SMTP has them), DKIM and DMARC, shown on the message and in the wait event, and the
- * `from_verified` filter that lets an agent ignore forged senders. DNS answers come from a table.
+ * docs/mail.md sender authentication of mail that arrives over SMTP: SPF of the connecting client
+ * and MAIL FROM (only SMTP has them), DKIM and DMARC, shown on the message and in the wait event,
+ * and the `from_verified` filter that lets an agent ignore forged senders. DNS answers come from a
+ * table.
  */
 describe('sender authentication of SMTP mail', () => {
   let server: TestServer;

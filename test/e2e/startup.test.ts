@@ -15,9 +15,10 @@ import { MIGRATION_LOCK_KEY } from '#app/database/migration-runner.js';
 const GRACE_SECONDS = 10;
 
 /**
- * SPEC §8 start-up as operators run it: `node dist/main.js` as a real process. The bootstrap admin
- * token, JSON logs without secrets, ALCARTA_MIGRATIONS=off, graceful exit on signals, and the
- * embedded PostgreSQL used when DATABASE_URL is unset.
+ * Start-up as operators run it (docs/operators.md): the server as a real process (`node
+ * dist/main.js`, or src/main.ts from source). The bootstrap admin token, JSON logs without secrets,
+ * ALCARTA_MIGRATIONS=off, graceful exit on signals, and the embedded PostgreSQL used when
+ * DATABASE_URL is unset.
  */
 describe('server process start-up', () => {
   const databases: TestDatabase[] = [];

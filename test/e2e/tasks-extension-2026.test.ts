@@ -321,8 +321,9 @@ describe('MCP 2026-07-28: the Tasks extension on the wait tools', () => {
 });
 
 /**
- * SPEC §5 and §6 at 2026-07-28: a task of the extension is the same durable task. Created on a
- * replica that is then SIGKILLed, it completes on another, which serves its tasks/get.
+ * docs/agents.md "Tasks" and docs/operators.md "Replicas and shutdown" at 2026-07-28: a task of the
+ * extension is the same durable task. Created on a replica that is then SIGKILLed, it completes on
+ * another, which serves its tasks/get.
  */
 describe('MCP 2026-07-28 Tasks extension across server processes', () => {
   const adminSecret = randomSecret();

@@ -12,7 +12,7 @@ const MAX_TTL_SECONDS = 120;
 const MAX_ACTIVE = 3;
 
 /**
- * SPEC §5 limits, on a server with ALCARTA_TASK_MAX_TTL_SECONDS=120 and
+ * docs/agents.md "Tasks" limits, on a server with ALCARTA_TASK_MAX_TTL_SECONDS=120 and
  * ALCARTA_MAX_ACTIVE_TASKS_PER_TOKEN=3: a longer ttl (requested or default) is cut to the maximum;
  * a task past its ttl is purged by the server's own sweeper (it runs every 30 s), wait and all;
  * beyond the active-task cap a task-augmented call gives a failed task whose result is the tool

@@ -13,11 +13,11 @@ const HOUR_MS = 3_600_000;
 const DAY_MS = 86_400_000;
 
 /**
- * SPEC §5 task operations with the default settings: tasks/get, tasks/list (pages of 20, opaque
- * cursor), tasks/cancel (the wait stops; terminal → -32602), the binding of every task to the token
- * that created it (any other token: -32602, and tasks/list shows only the caller's), the ttl rules,
- * and task-augmented calls with wrong arguments, which give a `failed` task whose result is the
- * tool error a plain call returns.
+ * docs/agents.md "Tasks" task operations with the default settings: tasks/get, tasks/list (pages of
+ * 20, opaque cursor), tasks/cancel (the wait stops; terminal → -32602), the binding of every task
+ * to the token that created it (any other token: -32602, and tasks/list shows only the caller's),
+ * the ttl rules, and task-augmented calls with wrong arguments, which give a `failed` task whose
+ * result is the tool error a plain call returns.
  */
 describe('MCP Tasks: operations', () => {
   let server: TestServer;

@@ -13,10 +13,10 @@ import { waitFor } from '../support/wait-for';
 const ids = (result: { events: Array<{ message_id: string }> }) => result.events.map((e) => e.message_id);
 
 /**
- * SPEC §5 and §6 with real server processes on one database: a task is durable. Its wait lives in
- * PostgreSQL, so a task created on a replica that is then SIGKILLed is completed by another, which
- * serves tasks/get and tasks/result; and the SIGTERM of the replica a tasks/result blocks on ends
- * that call, never the task.
+ * docs/agents.md "Tasks" and docs/operators.md "Replicas and shutdown" with real server processes
+ * on one database: a task is durable. Its wait lives in PostgreSQL, so a task created on a replica
+ * that is then SIGKILLed is completed by another, which serves tasks/get and tasks/result; and the
+ * SIGTERM of the replica a tasks/result blocks on ends that call, never the task.
  */
 describe('MCP Tasks across server processes', () => {
   const adminSecret = randomSecret();

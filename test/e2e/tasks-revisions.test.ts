@@ -18,11 +18,11 @@ const initialize = (protocolVersion: string) => ({
 });
 
 /**
- * SPEC §5 by protocol revision: at 2025-11-25 the server declares the tasks capability, the three
- * waits carry `execution.taskSupport: "optional"`, and a task-augmented call of any other tool is
- * -32601 before it runs. At 2025-06-18 and 2025-03-26 there are no tasks at all: no capability, no
- * `execution`, a `task` member of tools/call is ignored (the call runs normally and no task is
- * stored) and every tasks/* method is -32601.
+ * docs/agents.md "Tasks" by protocol revision: at 2025-11-25 the server declares the tasks
+ * capability, the three waits carry `execution.taskSupport: "optional"`, and a task-augmented call
+ * of any other tool is -32601 before it runs. At 2025-06-18 and 2025-03-26 there are no tasks at
+ * all: no capability, no `execution`, a `task` member of tools/call is ignored (the call runs
+ * normally and no task is stored) and every tasks/* method is -32601.
  */
 describe('MCP Tasks by protocol revision', () => {
   let server: TestServer;

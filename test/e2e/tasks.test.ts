@@ -12,11 +12,11 @@ import { waitFor } from '../support/wait-for';
 const ids = (result: { events: Array<{ message_id: string }> }) => result.events.map((e) => e.message_id);
 
 /**
- * SPEC §5, the life of a task through the official SDK client: a task-augmented call of a wait
- * returns a working task at once; the wait runs server-side, and when mail arrives, a person
- * decides, or the wait times out, the task is `completed` with the poll result as its
- * CallToolResult. `tasks/result` blocks until then — with progress notifications when asked, and
- * `: keepalive` comments on its SSE stream.
+ * docs/agents.md "Tasks", the life of a task through the official SDK client: a task-augmented call
+ * of a wait returns a working task at once; the wait runs server-side, and when mail arrives, a
+ * person decides, or the wait times out, the task is `completed` with the poll result as its
+ * CallToolResult. `tasks/result` blocks until then — with progress notifications when asked, and `:
+ * keepalive` comments on its SSE stream.
  */
 describe('MCP Tasks: lifecycle', () => {
   let server: TestServer;

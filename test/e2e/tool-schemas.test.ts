@@ -17,8 +17,9 @@ function combinators(schema: unknown, path = '$'): string[] {
 }
 
 /**
- * SPEC 8a: no inputSchema uses oneOf/anyOf/allOf at any level, at any supported revision. Some
- * clients (LangChain's MCP adapters) merge the variants of such schemas and then reject every call.
+ * docs/operators.md "Limits and hardening": no inputSchema uses oneOf/anyOf/allOf at any level, at
+ * any supported revision. Some clients (LangChain's MCP adapters) merge the variants of such
+ * schemas and then reject every call.
  */
 describe('tool input schemas', () => {
   let server: TestServer;

@@ -100,9 +100,10 @@ async function blockingCall(client: Client, name: string, args: Record<string, u
 }
 
 /**
- * SPEC §6, one engine: doorbells (LISTEN/NOTIFY) wake parked waits, a lost listener connection
- * reconnects and makes every waiter re-check the truth, a periodic safety re-check bounds the delay
- * of a lost doorbell, and a parked wait costs no database queries while nothing happens.
+ * docs/operators.md "Replicas and shutdown", one engine: doorbells (LISTEN/NOTIFY) wake parked
+ * waits, a lost listener connection reconnects and makes every waiter re-check the truth, a
+ * periodic safety re-check bounds the delay of a lost doorbell, and a parked wait costs no database
+ * queries while nothing happens.
  */
 describe('wait engine doorbells', () => {
   const parked = (server: TestServer, n: number) =>

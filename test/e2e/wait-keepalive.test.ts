@@ -15,10 +15,11 @@ interface Chunk {
 }
 
 /**
- * SPEC §3: a tool call that may block answers as an SSE stream and keeps the connection busy at
- * least every keep-alive interval: `: keepalive` comments always, `notifications/progress` too
- * when the request carried a progressToken. Progress is what lets an SDK client wait longer than
- * its own request timeout (resetTimeoutOnProgress), which is why agents pass onprogress.
+ * docs/agents.md "Tools": a tool call that may block answers as an SSE stream and keeps the
+ * connection busy at least every keep-alive interval: `: keepalive` comments always,
+ * `notifications/progress` too when the request carried a progressToken. Progress is what lets an
+ * SDK client wait longer than its own request timeout (resetTimeoutOnProgress), which is why agents
+ * pass onprogress.
  */
 describe('keep-alive of blocking waits', () => {
   let server: TestServer;

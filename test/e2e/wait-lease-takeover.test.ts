@@ -16,12 +16,12 @@ const TAKEOVER_SLACK_MS = 2_500;
 const ids = (result: { events: Array<{ message_id: string }> }) => result.events.map((e) => e.message_id);
 
 /**
- * SPEC §13 with real server processes: the owner of a persisted wait that hangs (SIGSTOP: the
- * process lives and its database sessions stay open, so nothing but its lease tells it is gone)
- * is taken over within ALCARTA_WAIT_RECHECK_SECONDS, like a dead one; when it resumes (SIGCONT)
- * it learns that it lost its lease, watches nothing it no longer owns, and the result another
- * replica delivered stays the one stored and answered everywhere. Waits claimed at a takeover
- * catch up, all together, with what happened while nobody watched them.
+ * docs/operators.md "Capacity" with real server processes: the owner of a persisted wait that hangs
+ * (SIGSTOP: the process lives and its database sessions stay open, so nothing but its lease tells
+ * it is gone) is taken over within ALCARTA_WAIT_RECHECK_SECONDS, like a dead one; when it resumes
+ * (SIGCONT) it learns that it lost its lease, watches nothing it no longer owns, and the result
+ * another replica delivered stays the one stored and answered everywhere. Waits claimed at a
+ * takeover catch up, all together, with what happened while nobody watched them.
  */
 describe('wait lease of a hung replica', () => {
   const secret = randomSecret();

@@ -12,10 +12,11 @@ import { waitFor } from '../support/wait-for';
 const SHUTDOWN_RESULT = { matched: false, timed_out: false, shutdown: true, events: [] };
 
 /**
- * SPEC §6: replicas share one PostgreSQL, and a change committed through any of them wakes the
- * matching waits on every other one. On SIGTERM/SIGINT a replica fails readiness, answers every
- * blocked wait with `shutdown: true` within 1 s (message waits with a next_cursor that another
- * replica resumes from without losing anything), answers new waits the same way, and exits 0.
+ * docs/operators.md "Replicas and shutdown": replicas share one PostgreSQL, and a change committed
+ * through any of them wakes the matching waits on every other one. On SIGTERM/SIGINT a replica
+ * fails readiness, answers every blocked wait with `shutdown: true` within 1 s (message waits with
+ * a next_cursor that another replica resumes from without losing anything), answers new waits the
+ * same way, and exits 0.
  */
 describe('waits across replicas and during graceful shutdown', () => {
   const secret = randomSecret();

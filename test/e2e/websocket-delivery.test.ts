@@ -10,9 +10,10 @@ import { openOk, OpenedSocket } from '../support/wait-socket';
 const TIMED_OUT = { matched: false, timed_out: true, shutdown: false, events: [] };
 
 /**
- * SPEC §4 "Websocket delivery", seen by a real `ws` client: `delivery: "websocket"` / `"any"`
- * returns a descriptor at once; the socket sends `ready`, then exactly one result (the poll result's
- * shape) and closes with 1000; the server pings; argument errors are those of poll waits.
+ * "Websocket delivery" (docs/agents.md, "Waits"), seen by a real `ws` client: `delivery:
+ * "websocket"` / `"any"` returns a descriptor at once; the socket sends `ready`, then exactly one
+ * result (the poll result's shape) and closes with 1000; the server pings; argument errors are
+ * those of poll waits.
  */
 describe('websocket delivery of waits', () => {
   let server: TestServer;
@@ -95,7 +96,7 @@ describe('websocket delivery of waits', () => {
         from,
         subject: 'after the wait started',
         received_at: undefined,
-        // JSON ingest: nothing to check (SPEC 9).
+        // JSON ingest: nothing to check (docs/mail.md).
         authentication: { spf: 'none', dkim: 'none', dmarc: 'none', arc: 'none' },
         from_verified: false,
       },

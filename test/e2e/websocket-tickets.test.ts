@@ -9,11 +9,11 @@ import { openOk, openRefused, openSocket, RefusedSocket, socketUrlOn } from '../
 import { DrainState } from '#app/lifecycle/drain-state.js';
 
 /**
- * SPEC §4 "Websocket delivery": the websocket URL carries a single-use ticket. Exactly one of many
- * racing connections opens; a second use (410 `ticket_consumed`), a use after `connect_deadline`
- * (410 `ticket_expired`) and an unknown ticket (401 `ticket_invalid`) are refused before the upgrade
- * with a JSON body; a plain GET is 400 `upgrade_required` and consumes nothing; tickets are stored
- * only as hashes.
+ * "Websocket delivery" (docs/agents.md, "Waits"): the websocket URL carries a single-use ticket.
+ * Exactly one of many racing connections opens; a second use (410 `ticket_consumed`), a use after
+ * `connect_deadline` (410 `ticket_expired`) and an unknown ticket (401 `ticket_invalid`) are
+ * refused before the upgrade with a JSON body; a plain GET is 400 `upgrade_required` and consumes
+ * nothing; tickets are stored only as hashes.
  */
 describe('single-use websocket tickets', () => {
   let server: TestServer;

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { OpenedSocket } from './wait-socket';
 
-/** SPEC 8a: what is left running for a credential ends within this long of its revocation. */
+/** docs/operators.md "Limits and hardening": what is left running for a credential ends within this long of its revocation. */
 export const AT_ONCE_MS = 1_000;
 
 /** The tool error a wait ended with: `isError` and `{error, reason, message}` mirrored as text. */

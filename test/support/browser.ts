@@ -1,24 +1,18 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { chromium, Browser, BrowserContext, Page } from 'playwright-core';
 import { recordConsoleCookies } from './console';
+import { chromiumPath, requireSystemPackage } from './system-packages';
 import { recordingSecrets, recordSecret } from './test-logs';
-
-/** Debian's Chromium, or ALCARTA_TEST_CHROMIUM. */
-export const CHROMIUM = process.env.ALCARTA_TEST_CHROMIUM ?? '/usr/bin/chromium';
-const SKIP_VARIABLE = 'ALCARTA_TEST_WITHOUT_CHROMIUM';
 
 /**
  * A headless Chromium through playwright-core (no downloaded browsers). Without Chromium installed
- * this fails, unless ALCARTA_TEST_WITHOUT_CHROMIUM=1 lets the browser tests skip: then it returns
- * the reason to skip instead.
+ * it returns the reason for the browser tests to skip instead (see requireSystemPackage: under CI
+ * a missing Chromium throws).
  */
 export async function launchChromium(args: string[] = []): Promise<{ browser: Browser } | { skip: string }> {
-  if (!existsSync(CHROMIUM)) {
-    const message = `Chromium is not installed at ${CHROMIUM} (apt-get install -y chromium)`;
-    if (process.env[SKIP_VARIABLE] !== '1') throw new Error(`${message}; set ${SKIP_VARIABLE}=1 to skip`);
-    return { skip: message };
-  }
-  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', ...args] });
+  const skip = requireSystemPackage('chromium');
+  if (skip) return { skip };
+  const browser = await chromium.launch({ executablePath: chromiumPath(), args: ['--no-sandbox', ...args] });
   if (recordingSecrets) recordSecretsOfContexts(browser);
   return { browser };
 }

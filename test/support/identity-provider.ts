@@ -13,7 +13,7 @@ import { recordSecret } from './test-logs';
  * - Client `mail-console` (public, PKCE): authorization code for a person; redirect
  *   `http://127.0.0.1/callback` (never served: the code is read from the redirect URL).
  * - Client `alcarta-console` (confidential, client_secret_post; public with `consoleClientPublic`),
- *   only with the `consoleRedirectUri` option: the console's own OpenID Connect sign-in (SPEC 11),
+ *   only with the `consoleRedirectUri` option: the console's own OpenID Connect sign-in (docs/approvers.md),
  *   authorization code + PKCE.
  * - Accounts `alice` (email alice@example.com, groups ["ops"]) and `bob` (email bob@example.com, no
  *   groups). `email` and `groups` are put INTO the access token (extraTokenClaims), as IdPs do with

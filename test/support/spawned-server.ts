@@ -1,13 +1,13 @@
 import { ChildProcess, execFile, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { scrubSecrets } from '#app/logging/secret-masking.js';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { freePort } from '#app/common/net.js';
+import { appEntryArgs, REPO_ROOT } from './app-entry';
 import { recordSecret, recordSecretSettings, SpawnedServerLog } from './test-logs';
 import { waitFor } from './wait-for';
 
-/** The repository root (this file runs from dist-test/support/). */
-export const REPO_ROOT = resolve(__dirname, '..', '..');
+export { REPO_ROOT };
 
 /** Environment for a child process: ours, minus test-runner internals, plus `env`; `undefined` unsets. */
 function childEnv(env: Record<string, string | undefined>): NodeJS.ProcessEnv {
@@ -47,15 +47,16 @@ process.on('exit', () => {
 });
 
 /**
- * Runs `node dist/main.js` as a real process on a free loopback port with `env` (on top of this
- * process's environment; pass `DATABASE_URL: undefined` for the embedded database). Does not wait
- * for it: use this for starts that are expected to fail, `spawnServer` otherwise.
+ * Runs the server (`node dist/main.js`, or src/main.ts from source: see app-entry.ts) as a real
+ * process on a free loopback port with `env` (on top of this process's environment; pass
+ * `DATABASE_URL: undefined` for the embedded database). Does not wait for it: use this for starts
+ * that are expected to fail, `spawnServer` otherwise.
  */
 export async function launchServer(env: Record<string, string | undefined>): Promise<SpawnedServer> {
   const port = await freePort();
   recordSecretSettings({ ...process.env, ...env });
   const log = SpawnedServerLog.for(env);
-  const child = spawn(process.execPath, [join(REPO_ROOT, 'dist', 'main.js')], {
+  const child = spawn(process.execPath, appEntryArgs('main'), {
     cwd: REPO_ROOT,
     // A process of its own cannot be handed test DNS records: sender authentication stays off unless a
     // test turns it on, so that no test asks the real DNS. SMTP is off unless a test asks for it (a
@@ -127,7 +128,7 @@ export async function spawnServer(env: Record<string, string | undefined>): Prom
   return server;
 }
 
-/** Runs `node dist/cli.js …args` to completion. */
+/** Runs the CLI (`node dist/cli.js …args`, or src/cli.ts from source) to completion. */
 export function runCli(
   args: string[],
   env: Record<string, string | undefined>,
@@ -135,7 +136,7 @@ export function runCli(
   return new Promise((resolveRun) => {
     execFile(
       process.execPath,
-      [join(REPO_ROOT, 'dist', 'cli.js'), ...args],
+      [...appEntryArgs('cli'), ...args],
       { cwd: REPO_ROOT, env: childEnv(env), timeout: 60_000 },
       (error, stdout, stderr) => {
         // What the CLI prints on purpose (a new token's secret) must never reach a server's log.

@@ -1,19 +1,20 @@
 /**
  * The official MCP conformance suite (`@modelcontextprotocol/conformance`) against a real Alcarta:
  *
- *   node dist-test/tools/conformance.js [extra conformance arguments…]
+ *   npm run test:conformance -- [extra conformance arguments…]
  *
- * Starts the built server on a fresh database (DATABASE_URL's server, or a throwaway embedded
- * PostgreSQL), with one mailbox and an agent token, and runs `conformance server` against it at
- * revision 2026-07-28 with the expected-failures baseline of test/conformance/. Exits with the
- * suite's exit code: 0 when every scenario passes or fails exactly as the baseline says.
+ * Starts the server (from source, like the tests) on a fresh database (DATABASE_URL's server, or a
+ * throwaway embedded PostgreSQL), with one mailbox and an agent token, and runs `conformance
+ * server` against it at revision 2026-07-28 with the expected-failures baseline of
+ * test/conformance/. Exits with the suite's exit code: 0 when every scenario passes or fails
+ * exactly as the baseline says.
  *
  * The suite has no way to send an Authorization header, and Alcarta answers 401 to every /mcp
- * request without a bearer token (SPEC §3). So the suite talks to a loopback HTTP hop that adds
- * the token's `Authorization: Bearer` header to each request and forwards everything else
- * unchanged (method, path, Host, Origin, the MCP headers, the body, the streamed response), like an
- * authenticating gateway in front of the server. Auth itself is covered by test/e2e/auth.test.ts
- * and test/e2e/mcp-2026.test.ts.
+ * request without a bearer token (docs/agents.md "Tools"). So the suite talks to a loopback HTTP
+ * hop that adds the token's `Authorization: Bearer` header to each request and forwards everything
+ * else unchanged (method, path, Host, Origin, the MCP headers, the body, the streamed response),
+ * like an authenticating gateway in front of the server. Auth itself is covered by
+ * test/e2e/auth.test.ts and test/e2e/mcp-2026.test.ts.
  */
 import { spawn } from 'node:child_process';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';

@@ -1,6 +1,6 @@
 import { ChildProcess, spawn } from 'node:child_process';
-import { join } from 'node:path';
 import { freePort, until } from '#app/common/net.js';
+import { appEntryArgs } from '../support/app-entry';
 import { recordSecretSettings, SpawnedServerLog } from '../support/test-logs';
 import { NginxProxy, startNginx } from './nginx';
 
@@ -38,13 +38,11 @@ export interface LocalCluster {
   stop(): Promise<void>;
 }
 
-/** `node dist/main.js` of this checkout (this file runs from dist-test/tools/). */
-const MAIN = join(__dirname, '..', '..', 'dist', 'main.js');
-
 /**
  * N replicas of the server on one PostgreSQL behind an nginx load balancer on loopback — the way
- * Alcarta runs in Kubernetes, on one machine. Every replica is a real `node dist/main.js` process
- * that can be stopped (SIGTERM: graceful drain) and started again.
+ * Alcarta runs in Kubernetes, on one machine. Every replica is a real server process (`node
+ * dist/main.js`, or src/main.ts from source) that can be stopped (SIGTERM: graceful drain) and
+ * started again.
  */
 export async function startLocalCluster(options: ClusterOptions): Promise<LocalCluster> {
   const balancerPort = options.port || (await freePort());
@@ -129,7 +127,7 @@ class ReplicaProcess implements Replica {
     // In a test run, the replica's whole log goes to the run's log scan (see test/support/test-logs.ts).
     recordSecretSettings(this.env);
     const log = SpawnedServerLog.for(this.env);
-    const child = spawn(process.execPath, [MAIN], {
+    const child = spawn(process.execPath, appEntryArgs('main'), {
       env: { ...this.env, ...log?.env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -1,9 +1,9 @@
 import { ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { accessSync, constants } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
+import { join } from 'node:path';
 import { freePort, until } from '#app/common/net.js';
+import { nginxPath } from '../support/system-packages';
 
 /**
  * A real nginx in front of Alcarta, run as a child process that owns its own prefix directory
@@ -11,8 +11,8 @@ import { freePort, until } from '#app/common/net.js';
  * (`npm run cluster`) and the proxy hop of the end-to-end tests. Needs the nginx binary (Debian:
  * `apt-get install -y nginx-light`).
  *
- * Modes:
- * - `websocket`: configured as SPEC §4 asks of every hop: HTTP/1.1 upstream, `Upgrade` and
+ * Modes: - `websocket`: configured as docs/agents.md "Waits" asks of every hop: HTTP/1.1 upstream,
+ * `Upgrade` and
  *   `Connection` forwarded, response buffering off, long read/send timeouts, `Host` forwarded. A
  *   request that finds its upstream gone (a replica restarting) is retried on the next one.
  * - `strip-upgrade`: a misconfigured hop, for the tests: HTTP/1.1 upstream, but `Upgrade` and
@@ -50,16 +50,8 @@ process.on('exit', () => {
 
 /** The nginx binary: on PATH, or in the sbin directories a non-root PATH often lacks. */
 function findNginx(): string {
-  const dirs = [...(process.env.PATH ?? '').split(delimiter), '/usr/sbin', '/usr/local/sbin', '/usr/local/nginx/sbin'];
-  for (const dir of dirs.filter(Boolean)) {
-    const candidate = join(dir, 'nginx');
-    try {
-      accessSync(candidate, constants.X_OK);
-      return candidate;
-    } catch {
-      // not here
-    }
-  }
+  const found = nginxPath();
+  if (found) return found;
   throw new NginxUnavailableError(
     'nginx is not installed',
     'install it (Debian/Ubuntu: apt-get install -y nginx-light)',

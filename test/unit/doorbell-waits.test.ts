@@ -12,7 +12,7 @@ import { newId } from '#app/common/ids.js';
 /** What the database sends: the payload and the commit time (see EventLog). */
 const delivered = (bell: Doorbell) => decodeDoorbell(`${encodeDoorbell(bell)} 1700000000000`);
 
-describe('persisted-wait doorbells (SPEC 13: owners, batched resolution)', () => {
+describe('persisted-wait doorbells (docs/operators.md "Capacity"; owners, batched resolution)', () => {
   it('wait_created names its owner when the replica that stored it watches it, and none when unowned', () => {
     assert.deepEqual(delivered({ kind: 'wait_created', waitId: 'wt_a', owner: 'pod-1:42:Xy9' }), {
       kind: 'wait_created',

@@ -10,7 +10,7 @@ const claims = Buffer.from(JSON.stringify({ iss: 'https://idp.example', sub: 'ag
 const signature = Buffer.alloc(256, 7).toString('base64url').replace(/^./, '-');
 const JWT = `${header}.${claims}.${signature}`;
 
-/** SPEC 8a "no secrets in logs", extended to JWTs sent as bearer tokens (SPEC 10). */
+/** "no secrets in logs" (docs/operators.md, "Limits and hardening"), extended to JWTs sent as bearer tokens (docs/operators.md "Identity providers"). */
 describe('log masking', () => {
   it('masks a JWT alone, in a path, in a query string, in a header echo and percent-encoded', () => {
     for (const text of [

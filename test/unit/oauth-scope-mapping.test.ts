@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { clientIdOf, mapScopes, principalId } from '#app/auth/oauth/principal-claims.js';
 
-/** SPEC 10 "Who and what": which of a token's scope claims become Alcarta scopes. */
+/** "Who and what" (docs/operators.md, "Identity providers"): which of a token's scope claims become Alcarta scopes. */
 describe('OAuth scope mapping', () => {
   const plain = { scopePrefix: '', allowAdmin: false };
   const sorted = (s: Set<string>) => [...s].sort();

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { losesMailbox } from '#app/auth/caller.js';
 import { decodeDoorbell, encodeDoorbell } from '#app/events/doorbell.js';
 
-describe('losing a mailbox (SPEC 8a access_removed)', () => {
+describe('losing a mailbox (docs/operators.md "Limits and hardening"; access_removed)', () => {
   it('is losing any listed mailbox, or all of them', () => {
     assert.equal(losesMailbox(['mbx_a', 'mbx_b'], ['mbx_a']), true);
     assert.equal(losesMailbox(['mbx_a'], []), true);

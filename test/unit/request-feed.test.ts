@@ -13,7 +13,7 @@ function feed(caller: Caller, mailboxId?: string): { feed: RequestFeedWaiter; ri
   return { feed: new RequestFeedWaiter(caller, mailboxId, () => rings++), rings: () => rings };
 }
 
-/** The console's live list is a request feed filed by mailbox id in the WaiterRegistry (SPEC 11). */
+/** The console's live list is a request feed filed by mailbox id in the WaiterRegistry (docs/approvers.md). */
 describe('request feeds', () => {
   it('are filed under the mailboxes they show, or `*`, like message waits', () => {
     assert.deepEqual(feed(everywhere).feed.keys, ['*']);

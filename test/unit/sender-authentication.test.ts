@@ -14,7 +14,7 @@ import {
 import { dnsZone, failingResolver, hangingResolver } from '../support/dns-zone';
 
 describe('sender authentication: result mapping', () => {
-  it('keeps the seven SPEC values and maps the others of mailauth', () => {
+  it('keeps the seven documented values and maps the others of mailauth', () => {
     for (const value of ['pass', 'fail', 'softfail', 'neutral', 'none', 'temperror', 'permerror'] as const) {
       assert.equal(authenticationResult(value), value);
     }
