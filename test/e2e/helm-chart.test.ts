@@ -24,7 +24,12 @@ const REQUIRED = [
   '--set',
   `ingress.host=${HOST}`,
 ];
-const SECRET_SETTINGS = ['DATABASE_URL', 'ALCARTA_BOOTSTRAP_TOKEN', 'ALCARTA_SMTP_RELAY_URL'];
+const SECRET_SETTINGS = [
+  'DATABASE_URL',
+  'ALCARTA_BOOTSTRAP_TOKEN',
+  'ALCARTA_SMTP_RELAY_URL',
+  'ALCARTA_CONSOLE_CLIENT_SECRET',
+];
 const RELAY_URL = 'smtp://mailer:not-a-real-password@relay.example.internal:587';
 const DKIM_KEY = '-----BEGIN PRIVATE KEY-----\nnot-a-real-key\n-----END PRIVATE KEY-----\n';
 

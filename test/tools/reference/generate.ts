@@ -1,3 +1,4 @@
+import 'reflect-metadata';
 import { join } from 'node:path';
 import * as prettier from 'prettier';
 import { openApiDocument } from './openapi';
