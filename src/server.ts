@@ -25,7 +25,7 @@ import { validateEnvironment } from './config/environment';
 import { DnsResolver } from './mail/dns-resolver';
 import { createRootLogger, PinoNestLogger } from './logging/logger';
 import { OutboxWorker } from './outbox/outbox.worker';
-import { serveOpenApi } from './openapi/openapi-document';
+import { serveOpenApi } from './openapi/openapi-route';
 import { TaskSweeper } from './tasks/task.sweeper';
 import { PersistedWaitSweeper } from './waits/persisted-wait.sweeper';
 import { WaitEngine } from './waits/wait-engine';

@@ -9,9 +9,6 @@ import { PUBLIC_ROUTE, REQUIRED_SCOPES } from '../auth/auth.decorators';
 import { OperationText, REST_OPERATIONS } from './rest-operations';
 import { REST_SCHEMAS } from './rest-schemas';
 
-/** Where the document is served; the route needs no token. */
-export const OPENAPI_PATH = 'openapi.json';
-
 /**
  * The JSON API: REST under /v1, health and metrics. The MCP endpoint (JSON-RPC), the console's HTML
  * pages and the OAuth discovery document have their own contracts (docs/agents.md, docs/approvers.md).
@@ -223,17 +220,4 @@ function sortedKeys<T>(record: Record<string, T>): Record<string, T> {
 
 function missing(what: string): never {
   throw new Error(`OpenAPI document: no ${what}`);
-}
-
-/**
- * Serves the document at /openapi.json through `@nestjs/swagger` itself: built on the first request
- * and kept (the routes do not change while the process runs). Registered on the HTTP adapter, not as
- * a Nest route, so the bearer guard never sees it: the document is public, like health.
- */
-export function serveOpenApi(app: INestApplication): void {
-  SwaggerModule.setup(OPENAPI_PATH.replace(/\.json$/, ''), app, () => buildOpenApiDocument(app), {
-    ui: false,
-    raw: ['json'],
-    jsonDocumentUrl: OPENAPI_PATH,
-  });
 }

@@ -113,7 +113,9 @@ export const REST_OPERATIONS: Record<string, OperationText> = {
   },
   Tokens_revoke: {
     summary: 'Revoke a token',
-    description: 'Its blocked waits, websockets and SMTP sessions end at once.',
+    description:
+      'Takes effect on the next request, and within a second on every replica ends what the token holds: ' +
+      'parked waits, websockets, working tasks, SMTP sessions.',
     success: noContent('Revoked.'),
     errors: { 404: 'No such token is visible to this token.' },
   },
