@@ -25,6 +25,7 @@ import { validateEnvironment } from './config/environment';
 import { DnsResolver } from './mail/dns-resolver';
 import { createRootLogger, PinoNestLogger } from './logging/logger';
 import { OutboxWorker } from './outbox/outbox.worker';
+import { serveOpenApi } from './openapi/openapi-route';
 import { TaskSweeper } from './tasks/task.sweeper';
 import { PersistedWaitSweeper } from './waits/persisted-wait.sweeper';
 import { WaitEngine } from './waits/wait-engine';
@@ -99,6 +100,7 @@ async function listen(app: NestExpressApplication, logger: Logger): Promise<Runn
   app.get(ConsoleSessionHousekeeping).start();
   app.get(EventRetentionHousekeeping).start();
 
+  serveOpenApi(app);
   app.useWebSocketAdapter(new WaitSocketAdapter(app));
   await app.listen(config.port, config.host);
   const address = app.getHttpServer().address();

@@ -6,31 +6,44 @@ const emptyToUndefined = ({ value }: { value: unknown }): unknown =>
   typeof value === 'string' && value.trim() === '' ? undefined : value;
 
 /**
- * Every setting of the server, read from the environment (and `.env` when present). Defaults here
- * are the ones documented in `.env.example` and the README; a bad value stops the process at start
- * with a message naming the variable, instead of surfacing later as a confusing failure.
+ * Every setting of the server, read from the environment (and `.env` when present); a bad value
+ * stops the process at start with a message naming the variable, instead of surfacing later as a
+ * confusing failure. docs/reference/settings.md is generated from this class (each property's doc
+ * comment is its meaning there), and a test checks `.env.example` and the Helm chart against it.
  */
 export class Environment {
+  /** The HTTP port (MCP endpoint, REST API, console, health, metrics). */
   @Type(() => Number)
   @IsInt()
   @Min(0)
   @Max(65535)
   PORT: number = 3000;
 
+  /** The address the HTTP and SMTP listeners bind. */
   @IsString()
   ALCARTA_HOST: string = '0.0.0.0';
 
+  /**
+   * The PostgreSQL (15 or newer) to use, e.g. postgres://user:pass@host:5432/alcarta. Unset: the server
+   * runs an embedded PostgreSQL with its data under ALCARTA_DATA_DIR.
+   */
   @Transform(emptyToUndefined)
   @IsOptional()
   @Matches(/^postgres(ql)?:\/\//, { message: 'DATABASE_URL must be a postgres:// or postgresql:// URL' })
   DATABASE_URL?: string;
 
+  /** Where the embedded PostgreSQL keeps its data (only without DATABASE_URL). */
   @IsString()
   ALCARTA_DATA_DIR: string = './.alcarta';
 
+  /** Apply pending migrations at start; with `off`, run `npm run cli -- migrate` yourself (start checks they were). */
   @IsIn(['on', 'off'])
   ALCARTA_MIGRATIONS: 'on' | 'off' = 'on';
 
+  /**
+   * On a database without tokens, the secret of the admin token created at start; unset, one is
+   * generated and printed once on standard error.
+   */
   @Transform(emptyToUndefined)
   @IsOptional()
   @Matches(/^alc_[0-9A-Za-z]{43,}$/, {
@@ -38,48 +51,61 @@ export class Environment {
   })
   ALCARTA_BOOTSTRAP_TOKEN?: string;
 
+  /** The externally visible base URL: websocket URLs, approval links and OAuth metadata are built from it. */
   @IsUrl({ require_tld: false, require_protocol: true, protocols: ['http', 'https'] })
   ALCARTA_PUBLIC_URL: string = 'http://localhost:3000';
 
+  /**
+   * Browser origins allowed to call /mcp besides loopback ones, comma-separated. Requests without an
+   * Origin header are allowed.
+   */
   @IsString()
   ALCARTA_ALLOWED_ORIGINS: string = '';
 
+  /** Largest request body of /mcp and the JSON APIs, in bytes. */
   @Type(() => Number)
   @IsInt()
   @Min(1024)
   ALCARTA_MAX_BODY_BYTES: number = 1024 * 1024;
 
+  /** Largest inbound message (REST ingest or SMTP), in bytes. */
   @Type(() => Number)
   @IsInt()
   @Min(1024)
   ALCARTA_MAX_INGEST_BYTES: number = 25 * 1024 * 1024;
 
+  /** Log level; logs are JSON lines on standard output. */
   @IsIn(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
   ALCARTA_LOG_LEVEL: string = 'info';
 
+  /** Connections in the database pool of each replica. */
   @Type(() => Number)
   @IsInt()
   @Min(2)
   @Max(1000)
   ALCARTA_DB_POOL_SIZE: number = 10;
 
+  /** How often overdue pending approval requests are moved to `expired`. */
   @Type(() => Number)
   @IsInt()
   @Min(1)
   @Max(3600)
   ALCARTA_EXPIRY_SWEEP_SECONDS: number = 5;
 
+  /** After SIGTERM or SIGINT, the process exits at the latest after this many seconds of draining. */
   @Type(() => Number)
   @IsInt()
   @Min(1)
   @Max(3600)
   ALCARTA_SHUTDOWN_GRACE_SECONDS: number = 10;
 
+  /** Longest `timeout_seconds` a message wait may ask for; larger values are refused. */
   @Type(() => Number)
   @IsInt()
   @Min(0)
   ALCARTA_MAX_MESSAGE_WAIT_SECONDS: number = 300;
 
+  /** Longest `timeout_seconds` a request wait may ask for; larger values are refused. */
   @Type(() => Number)
   @IsInt()
   @Min(0)
@@ -144,6 +170,7 @@ export class Environment {
   @Min(60)
   ALCARTA_TASK_MAX_TTL_SECONDS: number = 86400;
 
+  /** Working MCP tasks one token may have at a time. */
   @Type(() => Number)
   @IsInt()
   @Min(1)
@@ -163,21 +190,21 @@ export class Environment {
   @Max(15)
   ALCARTA_KEEPALIVE_SECONDS: number = 10;
 
-  /** A request's headers must arrive within this many seconds of its first byte (SPEC 8a: 10). */
+  /** A request's headers must arrive within this many seconds of its first byte, else the connection closes. */
   @Type(() => Number)
   @IsInt()
   @Min(1)
   @Max(300)
   ALCARTA_HEADERS_TIMEOUT_SECONDS: number = 10;
 
-  /** A whole request (headers and body) must arrive within this many seconds (SPEC 8a: 30). */
+  /** A whole request (headers and body) must arrive within this many seconds, else the connection closes. */
   @Type(() => Number)
   @IsInt()
   @Min(1)
   @Max(3600)
   ALCARTA_BODY_TIMEOUT_SECONDS: number = 30;
 
-  /** A response the client has not read from for this many seconds is abandoned (SPEC 8a: 60). */
+  /** A response the client has not read from for this many seconds is abandoned (its connection closed). */
   @Type(() => Number)
   @IsInt()
   @Min(1)
@@ -224,7 +251,7 @@ export class Environment {
   })
   ALCARTA_TRUSTED_PROXIES: string = '';
 
-  /** Inbound SMTP port (SPEC 9), or `off`. */
+  /** The inbound SMTP port, or `off`. */
   @Matches(/^(off|\d{1,5})$/, { message: 'ALCARTA_SMTP_PORT must be a port number or "off"' })
   ALCARTA_SMTP_PORT: string = '2525';
 
@@ -234,12 +261,13 @@ export class Environment {
   @IsString()
   ALCARTA_SMTP_HOSTNAME?: string;
 
-  /** STARTTLS is offered when both are set (PEM files). */
+  /** The PEM certificate of STARTTLS; it is offered when this and ALCARTA_SMTP_TLS_KEY_FILE are set. */
   @Transform(emptyToUndefined)
   @IsOptional()
   @IsString()
   ALCARTA_SMTP_TLS_CERT_FILE?: string;
 
+  /** The PEM private key of ALCARTA_SMTP_TLS_CERT_FILE. */
   @Transform(emptyToUndefined)
   @IsOptional()
   @IsString()
@@ -249,6 +277,7 @@ export class Environment {
   @IsIn(['off', 'required'])
   ALCARTA_SMTP_AUTH: 'off' | 'required' = 'off';
 
+  /** Concurrent SMTP sessions; more are answered 421 and retry later. */
   @Type(() => Number)
   @IsInt()
   @Min(1)
@@ -270,6 +299,7 @@ export class Environment {
   /**
    * Outbound relay: smtp://user:pass@host:587 (STARTTLS) or smtps://user:pass@host:465 (TLS). For
    * local development, `console:` sends nothing: outbound mail is kept and shown at /console/outbox.
+   * Unset: approved mail is recorded with delivery status `not_configured` and not sent.
    */
   @Transform(emptyToUndefined)
   @IsOptional()
@@ -278,12 +308,13 @@ export class Environment {
   })
   ALCARTA_SMTP_RELAY_URL?: string;
 
-  /** DKIM signing of outbound mail for the mailbox's domain, when both are set. */
+  /** The DKIM selector: outbound mail is signed for the mailbox's domain when this and the key file are set. */
   @Transform(emptyToUndefined)
   @IsOptional()
   @Matches(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, { message: 'ALCARTA_DKIM_SELECTOR must be a DNS label' })
   ALCARTA_DKIM_SELECTOR?: string;
 
+  /** The PEM private key file for ALCARTA_DKIM_SELECTOR. */
   @Transform(emptyToUndefined)
   @IsOptional()
   @IsString()
@@ -312,7 +343,7 @@ export class Environment {
   @Max(3600)
   ALCARTA_OUTBOX_LEASE_SECONDS: number = 120;
 
-  /** OAuth 2.1 resource server (SPEC 10): the authorization server whose JWT access tokens are accepted. */
+  /** The OAuth 2.1 authorization server whose JWT access tokens are accepted beside `alc_` tokens; unset: OAuth off. */
   @Transform(emptyToUndefined)
   @IsOptional()
   @IsUrl({ require_tld: false, require_protocol: true, protocols: ['http', 'https'] })
@@ -357,7 +388,7 @@ export class Environment {
   @Max(366 * 24 * 3600)
   ALCARTA_OAUTH_MAX_TOKEN_LIFETIME_SECONDS: number = 24 * 3600;
 
-  /** The approver console's OpenID Connect client at ALCARTA_OAUTH_ISSUER (SPEC 11); unset: token sign-in. */
+  /** The approver console's OpenID Connect client id at ALCARTA_OAUTH_ISSUER; unset: people sign in with a token. */
   @Transform(emptyToUndefined)
   @IsOptional()
   @IsString()

@@ -17,7 +17,12 @@ export const REQUIRED = [
   '--set',
   `ingress.host=${HOST}`,
 ];
-export const SECRET_SETTINGS = ['DATABASE_URL', 'ALCARTA_BOOTSTRAP_TOKEN', 'ALCARTA_SMTP_RELAY_URL'];
+export const SECRET_SETTINGS = [
+  'DATABASE_URL',
+  'ALCARTA_BOOTSTRAP_TOKEN',
+  'ALCARTA_SMTP_RELAY_URL',
+  'ALCARTA_CONSOLE_CLIENT_SECRET',
+];
 export const RELAY_URL = 'smtp://mailer:not-a-real-password@relay.example.internal:587';
 export const DKIM_KEY = '-----BEGIN PRIVATE KEY-----\nnot-a-real-key\n-----END PRIVATE KEY-----\n';
 
