@@ -38,8 +38,11 @@ export class Environment {
   })
   ALCARTA_BOOTSTRAP_TOKEN?: string;
 
+  /** Unset: `http://localhost:<the port the server listens on>` (AppConfig). */
+  @Transform(emptyToUndefined)
+  @IsOptional()
   @IsUrl({ require_tld: false, require_protocol: true, protocols: ['http', 'https'] })
-  ALCARTA_PUBLIC_URL: string = 'http://localhost:3000';
+  ALCARTA_PUBLIC_URL?: string;
 
   @IsString()
   ALCARTA_ALLOWED_ORIGINS: string = '';
