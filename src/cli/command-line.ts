@@ -4,11 +4,11 @@ import { parseArgs } from 'node:util';
 export const USAGE = `Usage: npm run cli -- <command> [options]      (or: node dist/cli.js <command>)
 
   migrate                                         apply pending database migrations
-  tokens create --name N --scopes a,b --mailboxes mbx_…,mbx_…|* [--expires-at ISO-8601]
+  tokens create --name N --scopes a,b --mailboxes mbx_…,mbx_…|'*' [--expires-at ISO-8601]
                                                   create a token; prints its id and secret (shown once)
   tokens list                                     list tokens (never secrets)
   tokens revoke TOKEN_ID                          revoke a token at once
-  grants create --principal sub:S|client:C|group:G --mailboxes mbx_…,mbx_…|*
+  grants create --principal sub:S|client:C|group:G --mailboxes mbx_…,mbx_…|'*'
                                                   grant mailboxes to an OAuth principal
   grants list                                     list grants
   grants revoke GRANT_ID                          delete a grant at once
