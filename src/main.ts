@@ -1,9 +1,10 @@
 import 'reflect-metadata';
+import { Logger } from 'pino';
 import { AppConfig } from './config/app-config';
 import { validateEnvironment } from './config/environment';
 import { openEmbeddedPostgres } from './database/embedded-postgres';
 import { createRootLogger } from './logging/logger';
-import { startServer } from './server';
+import { RunningServer, startServer } from './server';
 
 /**
  * `npm start` / `node dist/main.js`. Without DATABASE_URL the server brings its own PostgreSQL
@@ -28,7 +29,7 @@ async function main(): Promise<void> {
     await embedded?.close();
     throw err;
   }
-  log.info({ url: server.url, port: config.port, smtp_port: server.smtpPort ?? null }, 'Alcarta is listening');
+  logWhereToReach(log, server);
 
   let stopping = false;
   const shutdown = (signal: NodeJS.Signals) => {
@@ -48,6 +49,29 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', shutdown);
   process.on('SIGINT', shutdown);
+}
+
+/**
+ * One line per way in, with the URLs a newcomer opens next: where HTTP (and so MCP) listens, where
+ * SMTP does, and the console. The URLs are the public ones (ALCARTA_PUBLIC_URL, by default this
+ * machine on the listening port).
+ */
+function logWhereToReach(log: Logger, server: RunningServer): void {
+  const config = server.app.get(AppConfig);
+  const port = Number(new URL(server.url).port);
+  log.info(
+    { http_url: config.publicUrl, mcp_url: `${config.publicUrl}/mcp`, host: config.host, port },
+    `HTTP listening on ${config.host}:${port}; MCP endpoint ${config.publicUrl}/mcp`,
+  );
+  if (server.smtpPort === undefined) log.info({ smtp_url: null }, 'SMTP is off (ALCARTA_SMTP_PORT=off)');
+  else {
+    const smtpUrl = `smtp://${new URL(config.publicUrl).hostname}:${server.smtpPort}`;
+    log.info(
+      { smtp_url: smtpUrl, host: config.host, port: server.smtpPort },
+      `SMTP listening on ${config.host}:${server.smtpPort} (${smtpUrl})`,
+    );
+  }
+  log.info({ console_url: `${config.publicUrl}/console` }, `Console at ${config.publicUrl}/console`);
 }
 
 main().catch((err: unknown) => {

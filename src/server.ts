@@ -105,6 +105,7 @@ async function listen(app: NestExpressApplication, logger: Logger): Promise<Runn
   await app.listen(config.port, config.host);
   const address = app.getHttpServer().address();
   const port = typeof address === 'object' && address ? address.port : config.port;
+  config.listeningOn(port);
   const smtpPort = await app.get(InboundSmtpServer).listen();
   return {
     app,

@@ -7,8 +7,8 @@ import { hasUnstorableText } from '../common/text-safety';
 import { MailboxService } from '../mail/mailbox.service';
 import { Caller } from './caller';
 import { assignableMailboxes } from './mailbox-assignment';
-import { GrantEntity } from './grant.entity';
 import { GrantRepository } from './grant.repository';
+import { grantView } from './grant.views';
 import { PrincipalClaims } from './principal.repository';
 import { PrincipalService } from './principal.service';
 
@@ -22,15 +22,6 @@ export interface NewGrant {
 /** A kind, a colon and a name without control characters or lone surrogates. */
 const PRINCIPAL_SHAPE = /^(sub|client|group):[^\p{Cc}\p{Cs}]+$/u;
 export const PRINCIPAL_MAX_LENGTH = 500;
-
-export function grantView(g: GrantEntity) {
-  return {
-    grant_id: g.id,
-    principal: g.principal,
-    mailboxes: g.mailboxes,
-    created_at: g.createdAt.toISOString(),
-  };
-}
 
 /**
  * Grants of mailboxes to OAuth principals (`sub:…`, `client:…`, `group:…`). An OAuth principal

@@ -1,7 +1,13 @@
 import { TokenEntity } from './token.entity';
 
 /** A token as the API shows it: never the secret, never its hash. */
-export function tokenView(t: TokenEntity) {
+/** The columns a token's view shows (an entity, or a row the CLI read without TypeORM). */
+export type TokenColumns = Pick<
+  TokenEntity,
+  'id' | 'name' | 'scopes' | 'mailboxes' | 'expiresAt' | 'revokedAt' | 'createdAt'
+>;
+
+export function tokenView(t: TokenColumns) {
   return {
     token_id: t.id,
     name: t.name,

@@ -5,16 +5,21 @@ import { LocalDatabase, openEmbeddedPostgres } from '../database/embedded-postgr
 import { MigrationRunner } from '../database/migration-runner';
 import { createRootLogger, PinoNestLogger } from '../logging/logger';
 import { CliModule } from './cli.module';
-import { CliCommand } from './command-line';
+import { WriteCommand } from './command-line';
 import { describeFailure, runCommand } from './commands';
+import { validateInput } from './input-validation';
+import { printOutput } from './output';
 
 /**
- * Runs one parsed command against the database: the server's (DATABASE_URL) or the embedded
- * cluster under ALCARTA_DATA_DIR. Results go to standard output, logs and errors to standard error.
+ * Runs one parsed command that changes something against the database: the server's (DATABASE_URL)
+ * or the embedded cluster under ALCARTA_DATA_DIR, after checking its input as REST would and
+ * applying pending migrations (ALCARTA_MIGRATIONS=on). Results go to standard output, logs and
+ * errors to standard error.
  */
-export async function execute(command: CliCommand): Promise<number> {
+export async function execute(command: WriteCommand): Promise<number> {
   let embedded: LocalDatabase | undefined;
   try {
+    await validateInput(command);
     const config = new AppConfig(validateEnvironment(process.env));
     const logger = createRootLogger(config.logLevel === 'info' ? 'warn' : config.logLevel, process.stderr);
     embedded = config.databaseUrl ? undefined : await openEmbeddedPostgres(config.dataDir, { persistent: true });
@@ -27,8 +32,7 @@ export async function execute(command: CliCommand): Promise<number> {
         if (config.runMigrations) await app.get(MigrationRunner).run();
         else await app.get(MigrationRunner).assertUpToDate();
       }
-      const output = await runCommand(app, command);
-      process.stdout.write(`${command.json ? JSON.stringify(output.json, null, 2) : output.text}\n`);
+      printOutput(command, await runCommand(app, command));
       return 0;
     } finally {
       await app.close();

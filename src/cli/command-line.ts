@@ -1,13 +1,14 @@
+import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 
 export const USAGE = `Usage: npm run cli -- <command> [options]      (or: node dist/cli.js <command>)
 
   migrate                                         apply pending database migrations
-  tokens create --name N --scopes a,b --mailboxes mbx_…,mbx_…|* [--expires-at ISO-8601]
+  tokens create --name N --scopes a,b --mailboxes mbx_…,mbx_…|'*' [--expires-at ISO-8601]
                                                   create a token; prints its id and secret (shown once)
   tokens list                                     list tokens (never secrets)
   tokens revoke TOKEN_ID                          revoke a token at once
-  grants create --principal sub:S|client:C|group:G --mailboxes mbx_…,mbx_…|*
+  grants create --principal sub:S|client:C|group:G --mailboxes mbx_…,mbx_…|'*'
                                                   grant mailboxes to an OAuth principal
   grants list                                     list grants
   grants revoke GRANT_ID                          delete a grant at once
@@ -41,7 +42,20 @@ export type CliCommand = { readonly json: boolean } & (
   | { readonly name: 'mailboxes list' }
 );
 
-export function parseCommandLine(argv: string[]): CliCommand {
+/** Commands that only read: they run without the application (see read-commands.ts). */
+export type ReadCommand = Extract<CliCommand, { name: 'tokens list' | 'grants list' | 'mailboxes list' }>;
+
+export type WriteCommand = Exclude<CliCommand, ReadCommand>;
+
+export function isReadCommand(command: CliCommand): command is ReadCommand {
+  return command.name === 'tokens list' || command.name === 'grants list' || command.name === 'mailboxes list';
+}
+
+/**
+ * `existsInCwd` tells whether a name is a file or directory in the current directory (the
+ * shell-expansion check below); tests pass their own.
+ */
+export function parseCommandLine(argv: string[], existsInCwd: (name: string) => boolean = existsSync): CliCommand {
   const [group, action, ...rest] = argv;
   const name = group === 'migrate' ? 'migrate' : `${group ?? ''} ${action ?? ''}`.trim();
   const { values, positionals } = parse(group === 'migrate' ? argv.slice(1) : rest);
@@ -54,6 +68,7 @@ export function parseCommandLine(argv: string[]): CliCommand {
     case 'mailboxes list':
       return { name, json };
     case 'tokens create': {
+      refuseShellExpansion(values.mailboxes, positionals, existsInCwd);
       const expiresAt = values['expires-at'] ? new Date(values['expires-at']) : null;
       if (expiresAt && Number.isNaN(expiresAt.getTime()))
         throw new UsageError('--expires-at must be an ISO 8601 date-time');
@@ -69,6 +84,7 @@ export function parseCommandLine(argv: string[]): CliCommand {
     case 'tokens revoke':
       return { name, json, tokenId: positional(positionals, 'tokens revoke needs a token id') };
     case 'grants create':
+      refuseShellExpansion(values.mailboxes, positionals, existsInCwd);
       return {
         name,
         json,
@@ -102,6 +118,28 @@ function parse(args: string[]) {
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
+}
+
+/**
+ * `--mailboxes *` unquoted reaches us as the names of the files in the current directory: the first
+ * one as the flag's value, the rest as stray words. Taken as mailbox ids they would fail with a
+ * confusing "unknown mailbox Dockerfile" (or, with one file, look like a typo); say what happened.
+ */
+function refuseShellExpansion(
+  mailboxes: string | undefined,
+  positionals: string[],
+  existsInCwd: (name: string) => boolean,
+): void {
+  const values = [...(mailboxes ? list(mailboxes) : []), ...positionals];
+  const fileNames = values.filter((v) => v !== '*' && !v.startsWith('mbx_') && existsInCwd(v));
+  if (fileNames.length === 0 && positionals.length === 0) return;
+  if (fileNames.length > 0) {
+    const shown = fileNames.slice(0, 3).join(', ') + (fileNames.length > 3 ? ', …' : '');
+    throw new UsageError(
+      `--mailboxes got file names (${shown}): the shell expanded an unquoted *. Quote it: --mailboxes '*'`,
+    );
+  }
+  throw new UsageError(`unexpected argument: ${positionals[0]} (separate mailbox ids with commas, no spaces)`);
 }
 
 function required(value: string | undefined, flag: string): string {

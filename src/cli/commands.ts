@@ -5,14 +5,11 @@ import { TokenService } from '../auth/token.service';
 import { AlcartaError } from '../common/errors';
 import { MigrationRunner } from '../database/migration-runner';
 import { MailboxService } from '../mail/mailbox.service';
-import { CliCommand } from './command-line';
+import { WriteCommand } from './command-line';
+import { CommandOutput, grantLine } from './output';
 
-export interface CommandOutput {
-  json: unknown;
-  text: string;
-}
-
-export async function runCommand(app: INestApplicationContext, command: CliCommand): Promise<CommandOutput> {
+/** A command that changes something, run in the application context (the listings: read-commands.ts). */
+export async function runCommand(app: INestApplicationContext, command: WriteCommand): Promise<CommandOutput> {
   switch (command.name) {
     case 'migrate': {
       const applied = await app.get(MigrationRunner).run();
@@ -40,19 +37,6 @@ export async function runCommand(app: INestApplicationContext, command: CliComma
         ].join('\n'),
       };
     }
-    case 'tokens list': {
-      const result = await app.get(TokenService).list(OPERATOR);
-      return {
-        json: result,
-        text: result.tokens
-          .map(
-            (t) =>
-              `${t.token_id}  ${t.name}  scopes=${t.scopes.join(',')}  mailboxes=${t.mailboxes.join(',')}` +
-              `${t.expires_at ? `  expires=${t.expires_at}` : ''}${t.revoked_at ? '  REVOKED' : ''}`,
-          )
-          .join('\n'),
-      };
-    }
     case 'tokens revoke':
       await app.get(TokenService).revoke(OPERATOR, command.tokenId);
       return { json: { token_id: command.tokenId, revoked: true }, text: `revoked ${command.tokenId}` };
@@ -62,10 +46,6 @@ export async function runCommand(app: INestApplicationContext, command: CliComma
         mailboxes: command.mailboxes,
       });
       return { json: grant, text: grantLine(grant) };
-    }
-    case 'grants list': {
-      const result = await app.get(GrantService).list(OPERATOR);
-      return { json: result, text: result.grants.map(grantLine).join('\n') };
     }
     case 'grants revoke':
       await app.get(GrantService).revoke(OPERATOR, command.grantId);
@@ -77,18 +57,7 @@ export async function runCommand(app: INestApplicationContext, command: CliComma
         text: `${mailbox.mailbox_id}  ${mailbox.address}${mailbox.name ? `  ${mailbox.name}` : ''}`,
       };
     }
-    case 'mailboxes list': {
-      const result = await app.get(MailboxService).list(OPERATOR);
-      return {
-        json: result,
-        text: result.mailboxes.map((m) => `${m.mailbox_id}  ${m.address}${m.name ? `  ${m.name}` : ''}`).join('\n'),
-      };
-    }
   }
-}
-
-function grantLine(g: { grant_id: string; principal: string; mailboxes: string[]; created_at: string }): string {
-  return `${g.grant_id}  ${g.principal}  mailboxes=${g.mailboxes.join(',')}  created=${g.created_at}`;
 }
 
 export function describeFailure(err: unknown): string {

@@ -14,7 +14,16 @@ export class AppConfig {
   readonly dataDir: string;
   readonly runMigrations: boolean;
   readonly bootstrapTokenSecret: string | undefined;
-  readonly publicUrl: string;
+  /**
+   * The base of absolute URLs handed to clients (websocket URLs, approval links, OAuth metadata).
+   * Unset ALCARTA_PUBLIC_URL means this machine on the listening port: PORT until the server has
+   * bound, then the port it bound (which differs with PORT=0).
+   */
+  get publicUrl(): string {
+    return this.configuredPublicUrl ?? `http://localhost:${this.listeningPort}`;
+  }
+  private readonly configuredPublicUrl: string | undefined;
+  private listeningPort: number;
   readonly allowedOrigins: readonly string[];
   readonly maxBodyBytes: number;
   readonly maxIngestBytes: number;
@@ -89,7 +98,8 @@ export class AppConfig {
     this.dataDir = resolve(env.ALCARTA_DATA_DIR);
     this.runMigrations = env.ALCARTA_MIGRATIONS === 'on';
     this.bootstrapTokenSecret = env.ALCARTA_BOOTSTRAP_TOKEN;
-    this.publicUrl = env.ALCARTA_PUBLIC_URL.replace(/\/+$/, '');
+    this.configuredPublicUrl = env.ALCARTA_PUBLIC_URL?.replace(/\/+$/, '');
+    this.listeningPort = env.PORT;
     this.allowedOrigins = env.ALCARTA_ALLOWED_ORIGINS.split(',')
       .map((o) => o.trim().replace(/\/+$/, ''))
       .filter((o) => o.length > 0);
@@ -142,11 +152,15 @@ export class AppConfig {
     const audiences = env.ALCARTA_OAUTH_AUDIENCE.split(',')
       .map((a) => a.trim())
       .filter((a) => a.length > 0);
+    // A getter: the default audience follows the public URL, which may take the bound port later.
+    const publicUrlOf = () => this.publicUrl;
     this.oauth = env.ALCARTA_OAUTH_ISSUER
       ? {
           issuer: env.ALCARTA_OAUTH_ISSUER,
           jwksUrl: env.ALCARTA_OAUTH_JWKS_URL,
-          audiences: audiences.length > 0 ? audiences : [`${this.publicUrl}/mcp`],
+          get audiences() {
+            return audiences.length > 0 ? audiences : [`${publicUrlOf()}/mcp`];
+          },
           scopePrefix: env.ALCARTA_OAUTH_SCOPE_PREFIX,
           allowAdmin: env.ALCARTA_OAUTH_ALLOW_ADMIN === 'true',
           groupsClaim: env.ALCARTA_OAUTH_GROUPS_CLAIM,
@@ -159,5 +173,10 @@ export class AppConfig {
         ? { clientId: env.ALCARTA_CONSOLE_CLIENT_ID, clientSecret: env.ALCARTA_CONSOLE_CLIENT_SECRET }
         : undefined;
     this.consoleDefaultScopes = env.ALCARTA_CONSOLE_DEFAULT_SCOPES.split(' ').filter((s) => s.length > 0);
+  }
+
+  /** The port the HTTP server bound; the public URL's port when ALCARTA_PUBLIC_URL is unset. */
+  listeningOn(port: number): void {
+    this.listeningPort = port;
   }
 }

@@ -51,9 +51,14 @@ export class Environment {
   })
   ALCARTA_BOOTSTRAP_TOKEN?: string;
 
-  /** The externally visible base URL: websocket URLs, approval links and OAuth metadata are built from it. */
+  /**
+   * The externally visible base URL: websocket URLs, approval links and OAuth metadata are built
+   * from it. Unset: `http://localhost:<the port the server listens on>` (AppConfig).
+   */
+  @Transform(emptyToUndefined)
+  @IsOptional()
   @IsUrl({ require_tld: false, require_protocol: true, protocols: ['http', 'https'] })
-  ALCARTA_PUBLIC_URL: string = 'http://localhost:3000';
+  ALCARTA_PUBLIC_URL?: string;
 
   /**
    * Browser origins allowed to call /mcp besides loopback ones, comma-separated. Requests without an

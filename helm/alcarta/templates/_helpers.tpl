@@ -119,14 +119,14 @@ sends SIGKILL, so it must cover both, plus a margin for the process to end.
 {{- end }}
 {{- end }}
 
-{{/* ALCARTA_PUBLIC_URL: the configured one, else the ingress host, else the application's default. */}}
+{{/* ALCARTA_PUBLIC_URL: the configured one, else the ingress host, else the application's default (localhost on PORT). */}}
 {{- define "alcarta.publicUrl" -}}
 {{- if .Values.config.ALCARTA_PUBLIC_URL }}
 {{- .Values.config.ALCARTA_PUBLIC_URL }}
 {{- else if and .Values.ingress.enabled .Values.ingress.host }}
 {{- printf "%s://%s" (ternary "https" "http" .Values.ingress.tls.enabled) .Values.ingress.host }}
 {{- else }}
-{{- "http://localhost:3000" }}
+{{- printf "http://localhost:%d" (int .Values.config.PORT) }}
 {{- end }}
 {{- end }}
 

@@ -1,6 +1,6 @@
 import { Type } from 'class-transformer';
 import { ArrayMaxSize, ArrayNotEmpty, IsArray, IsDate, IsIn, IsOptional, IsString, Length } from 'class-validator';
-import { SCOPES } from '../scopes';
+import { isScope, SCOPES } from '../scopes';
 
 export class CreateTokenDto {
   @IsString()
@@ -9,7 +9,11 @@ export class CreateTokenDto {
 
   @IsArray()
   @ArrayNotEmpty()
-  @IsIn(SCOPES, { each: true })
+  @IsIn(SCOPES, {
+    each: true,
+    message: ({ value }) =>
+      `scopes has unknown values (${unknownScopes(value).join(', ')}); known scopes: ${SCOPES.join(', ')}`,
+  })
   scopes: string[];
 
   /** Mailbox ids, or ["*"] for all mailboxes. */
@@ -23,4 +27,8 @@ export class CreateTokenDto {
   @Type(() => Date)
   @IsDate({ message: 'expires_at must be an ISO 8601 date-time' })
   expires_at?: Date;
+}
+
+function unknownScopes(value: unknown): string[] {
+  return (Array.isArray(value) ? value : [value]).filter((s) => typeof s !== 'string' || !isScope(s)).map(String);
 }

@@ -1,0 +1,34 @@
+import { CreateGrantDto } from '../auth/dto/create-grant.dto';
+import { CreateTokenDto } from '../auth/dto/create-token.dto';
+import { validateBody } from '../http/validation';
+import { CreateMailboxDto } from '../mail/dto/create-mailbox.dto';
+import { WriteCommand } from './command-line';
+
+/**
+ * Checks what a create command would store with the DTO of the REST call that creates the same
+ * thing, before the database is opened: the CLI refuses what REST refuses, with the same message
+ * (e.g. `address must be an email address`).
+ */
+export async function validateInput(command: WriteCommand): Promise<void> {
+  switch (command.name) {
+    case 'mailboxes create':
+      await validateBody(CreateMailboxDto, {
+        address: command.address,
+        ...(command.mailboxName !== null && { name: command.mailboxName }),
+      });
+      return;
+    case 'tokens create':
+      await validateBody(CreateTokenDto, {
+        name: command.tokenName,
+        scopes: command.scopes,
+        mailboxes: command.mailboxes,
+        ...(command.expiresAt && { expires_at: command.expiresAt.toISOString() }),
+      });
+      return;
+    case 'grants create':
+      await validateBody(CreateGrantDto, { principal: command.principal, mailboxes: command.mailboxes });
+      return;
+    default:
+      return;
+  }
+}

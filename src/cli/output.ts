@@ -1,0 +1,16 @@
+import { grantView } from '../auth/grant.views';
+import { CliCommand } from './command-line';
+
+/** What a command prints: `json` with --json, else `text`. */
+export interface CommandOutput {
+  json: unknown;
+  text: string;
+}
+
+export function printOutput(command: CliCommand, output: CommandOutput): void {
+  process.stdout.write(`${command.json ? JSON.stringify(output.json, null, 2) : output.text}\n`);
+}
+
+export function grantLine(g: ReturnType<typeof grantView>): string {
+  return `${g.grant_id}  ${g.principal}  mailboxes=${g.mailboxes.join(',')}  created=${g.created_at}`;
+}
