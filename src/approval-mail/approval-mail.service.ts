@@ -3,7 +3,7 @@ import { Injectable, OnModuleInit } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { ApprovalRequestEntity } from '../approvals/approval-request.entity';
 import { ApprovalService } from '../approvals/approval.service';
-import { OPERATOR } from '../auth/caller';
+import { OPERATOR } from '../kernel/caller';
 import { CredentialRepository } from '../auth/credential.repository';
 import { randomBase62 } from '../common/ids';
 import { AppConfig } from '../config/app-config';

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { Caller } from '../auth/caller';
+import { Caller } from '../kernel/caller';
 import { MailboxService } from '../mail/mailbox.service';
 import { MailboxApproverRepository } from './mailbox-approver.repository';
 

@@ -1,11 +1,11 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { invalidRequest, notFound } from '../common/errors';
+import { invalidRequest, notFound } from '../kernel/errors';
 import { newId } from '../common/ids';
 import { hasUnstorableText } from '../common/text-safety';
 import { MailboxService } from '../mail/mailbox.service';
-import { Caller } from './caller';
+import { Caller } from '../kernel/caller';
 import { assignableMailboxes } from './mailbox-assignment';
 import { GrantEntity } from './grant.entity';
 import { GrantRepository } from './grant.repository';

@@ -1,6 +1,6 @@
-import { AlcartaError, invalidRequest } from '../common/errors';
+import { AlcartaError, invalidRequest } from '../kernel/errors';
 import { MailboxService } from '../mail/mailbox.service';
-import { Caller } from './caller';
+import { Caller } from '../kernel/caller';
 
 /** What an admin hands mailboxes to, for the messages of a refusal. */
 export type MailboxAssignee = 'tokens' | 'grants';

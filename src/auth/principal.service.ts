@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { EventLog } from '../events/event-log';
-import { losesMailbox } from './caller';
+import { losesMailbox } from '../kernel/caller';
 import { CredentialRevocationHooks } from './credential-revocation';
 import { PrincipalClaimsRecord, PrincipalRepository, PrincipalSelector } from './principal.repository';
 

@@ -1,4 +1,4 @@
-import { AlcartaError, invalidRequest } from './errors';
+import { AlcartaError, invalidRequest } from '../kernel/errors';
 
 /**
  * Text PostgreSQL cannot store, and JSON too deep to handle safely (SPEC 8a "No input produces a

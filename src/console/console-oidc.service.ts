@@ -1,9 +1,9 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { timingSafeEqual } from 'node:crypto';
 import type * as OpenIdClient from 'openid-client' with { 'resolution-mode': 'import' };
-import { Caller } from '../auth/caller';
+import { Caller } from '../kernel/caller';
 import { OAuthAuthenticator } from '../auth/oauth/oauth-authenticator.service';
-import { AlcartaError } from '../common/errors';
+import { AlcartaError } from '../kernel/errors';
 import { AppConfig } from '../config/app-config';
 import { ConsoleSessionService } from './console-session.service';
 

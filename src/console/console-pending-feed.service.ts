@@ -1,8 +1,8 @@
 import { Injectable, OnModuleDestroy } from '@nestjs/common';
 import { Response } from 'express';
 import { createHash } from 'node:crypto';
-import { Caller } from '../auth/caller';
-import { AlcartaError } from '../common/errors';
+import { Caller } from '../kernel/caller';
+import { AlcartaError } from '../kernel/errors';
 import { AppConfig } from '../config/app-config';
 import { Doorbell } from '../events/doorbell';
 import { DoorbellListener, DoorbellSubscriber } from '../events/doorbell-listener';

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import { Caller } from '../auth/caller';
-import { invalidRequest } from '../common/errors';
+import { Caller } from '../kernel/caller';
+import { invalidRequest } from '../kernel/errors';
 import { AppConfig } from '../config/app-config';
 import { AwaitArguments, WaitService } from '../waits/wait.service';
 import { WaitResult } from '../waits/wait-spec';

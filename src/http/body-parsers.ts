@@ -2,7 +2,7 @@ import { ErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import express, { NextFunction, Request, RequestHandler, Response } from 'express';
 import { findJsonProblem, invalidCharacters, MAX_JSON_DEPTH } from '../common/text-safety';
 import { AppConfig } from '../config/app-config';
-import { isMcpPath, refusalOf } from '../mcp/json-rpc';
+import { isMcpPath, refusalOf } from '../kernel/json-rpc';
 
 const INGEST_PATH = /^\/v1\/mailboxes\/[^/]+\/messages\/?$/;
 

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
-import { Caller } from '../auth/caller';
-import { AlcartaError, notFound } from '../common/errors';
+import { Caller } from '../kernel/caller';
+import { AlcartaError, notFound } from '../kernel/errors';
 import { newId } from '../common/ids';
 import { MailboxEntity } from './mailbox.entity';
 import { MailboxRepository } from './mailbox.repository';

@@ -3,11 +3,11 @@ import { CallToolRequestSchema, ErrorCode, JSONRPCRequestSchema, McpError } from
 import type { CallToolRequest, JSONRPCMessage, RequestId } from '@modelcontextprotocol/sdk/types.js';
 import { isSpecType, SERVER_INFO_META_KEY } from '@modelcontextprotocol/server';
 import { Request, Response } from 'express';
-import { Caller } from '../auth/caller';
+import { Caller } from '../kernel/caller';
 import { AppConfig } from '../config/app-config';
 import { stringifyOnce } from '../common/json-once';
 import { CallCancellations } from './call-cancellations';
-import { jsonRpcError } from './json-rpc';
+import { jsonRpcError } from '../kernel/json-rpc';
 import { progressNotifier } from './progress';
 import { clientCapabilities, declaresExtension } from './modern/modern-extension';
 import { ModernRequestClassifier, singleHeader, withoutOws } from './modern/modern-request-classifier';

@@ -1,6 +1,6 @@
 import { NextFunction, Request, RequestHandler, Response } from 'express';
 import { AppConfig } from '../config/app-config';
-import { isMcpPath } from './json-rpc';
+import { isMcpPath } from '../kernel/json-rpc';
 
 const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
 

@@ -7,12 +7,12 @@ import {
   JSONRPCRequestSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import { Request, Response } from 'express';
-import { Caller } from '../auth/caller';
+import { Caller } from '../kernel/caller';
 import { AppConfig } from '../config/app-config';
 import { BlockingCallResponder } from './blocking-call.responder';
 import { CallCancellations } from './call-cancellations';
 import { McpServerFactory } from './mcp-server.factory';
-import { jsonRpcError, refusalOf, SERVER_ERROR } from './json-rpc';
+import { jsonRpcError, refusalOf, SERVER_ERROR } from '../kernel/json-rpc';
 import { ModernMcpEndpoint } from './modern/modern-mcp.endpoint';
 import {
   isModernRequest,

@@ -7,7 +7,7 @@ import {
   ListToolsRequestSchema,
   ServerCapabilities,
 } from '@modelcontextprotocol/sdk/types.js';
-import { Caller } from '../auth/caller';
+import { Caller } from '../kernel/caller';
 import { progressNotifier } from './progress';
 import { SERVER_INFO, SERVER_INSTRUCTIONS } from './server-identity';
 import { ProtocolRevision, TASKS_REVISION } from './protocol-revision';

@@ -1,8 +1,8 @@
 import { Injectable, OnModuleInit } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
-import { Caller } from '../auth/caller';
-import { conflict, notFound } from '../common/errors';
+import { Caller } from '../kernel/caller';
+import { conflict, notFound } from '../kernel/errors';
 import { repairText } from '../common/text-safety';
 import { AppConfig } from '../config/app-config';
 import { EventLog } from '../events/event-log';

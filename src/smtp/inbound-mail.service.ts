@@ -1,9 +1,9 @@
 import { Readable } from 'node:stream';
 import { Inject, Injectable } from '@nestjs/common';
 import { Logger } from 'pino';
-import { Caller } from '../auth/caller';
+import { Caller } from '../kernel/caller';
 import { TokenService } from '../auth/token.service';
-import { AlcartaError } from '../common/errors';
+import { AlcartaError } from '../kernel/errors';
 import { fanOut } from '../common/stream-fan-out';
 import { classifyDatabaseError } from '../database/database-errors';
 import { ROOT_LOGGER } from '../logging/logging.module';

@@ -11,7 +11,7 @@ import {
   SMTPServerOptions,
   SMTPServerSession,
 } from 'smtp-server';
-import { Caller } from '../auth/caller';
+import { Caller } from '../kernel/caller';
 import { AppConfig } from '../config/app-config';
 import { DrainState } from '../lifecycle/drain-state';
 import { ROOT_LOGGER } from '../logging/logging.module';

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { RequestState, TERMINAL_STATES } from '../approvals/approval-request.entity';
-import { Caller } from '../auth/caller';
-import { notFound } from '../common/errors';
+import { Caller } from '../kernel/caller';
+import { notFound } from '../kernel/errors';
 import { DecisionCursor } from '../events/decision-cursor';
 import { EventRepository } from '../events/event.repository';
 import { WaitService } from './wait.service';

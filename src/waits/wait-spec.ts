@@ -1,6 +1,6 @@
-import { Caller } from '../auth/caller';
+import { Caller } from '../kernel/caller';
 import { AccessEndReason } from '../auth/credential-revocation';
-import { AlcartaError } from '../common/errors';
+import { AlcartaError } from '../kernel/errors';
 import { RequestState } from '../approvals/approval-request.entity';
 import { MessageCursor } from '../mail/message-cursor';
 import { DeliveryView } from '../outbox/delivery.views';

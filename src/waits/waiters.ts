@@ -1,5 +1,5 @@
 import { RequestState } from '../approvals/approval-request.entity';
-import { Caller, Credential } from '../auth/caller';
+import { Caller, Credential } from '../kernel/caller';
 import { AccessEndReason } from '../auth/credential-revocation';
 import { DeliveryEventPayload, RequestEventPayload } from '../events/event-log';
 import { MessageAuthentication } from '../mail/message-authentication';

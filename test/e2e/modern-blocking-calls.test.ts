@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { OPERATOR } from '#app/auth/caller.js';
+import { OPERATOR } from '#app/kernel/caller.js';
 import { BlockingCallResponder } from '#app/mcp/blocking-call.responder.js';
 import type { Request } from 'express';
 import { activeWaits } from '../support/metrics';

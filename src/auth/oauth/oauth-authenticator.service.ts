@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { hasUnstorableText } from '../../common/text-safety';
 import { AppConfig } from '../../config/app-config';
-import { Caller } from '../caller';
+import { Caller } from '../../kernel/caller';
 import { GrantService } from '../grant.service';
 import { PrincipalService } from '../principal.service';
 import { AccessTokenVerifier } from './access-token-verifier';

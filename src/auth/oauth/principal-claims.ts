@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { isScope, Scope } from '../scopes';
+import { isScope, Scope } from '../../kernel/scopes';
 
 /** The part of the OAuth settings that turns a token's claims into Alcarta scopes. */
 export interface ScopeMapping {

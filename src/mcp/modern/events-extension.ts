@@ -3,11 +3,11 @@ import { MissingRequiredClientCapabilityError, ProtocolError, ProtocolErrorCode 
 import type { Server } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import { TERMINAL_STATES } from '../../approvals/approval-request.entity';
-import { Caller } from '../../auth/caller';
+import { Caller } from '../../kernel/caller';
 import { AppConfig } from '../../config/app-config';
 import { clientFacingError } from '../../database/database-errors';
 import { EventFeedService, FeedPage, MAX_FEED_PAGE, PageOptions } from '../../waits/event-feed.service';
-import { protocolErrorOf } from '../json-rpc';
+import { protocolErrorOf } from '../../kernel/json-rpc';
 import { clientCapabilities, declaresExtension, ModernExtension } from './modern-extension';
 
 /**

@@ -1,5 +1,5 @@
 import type { MissingRequiredClientCapabilityErrorData, Server } from '@modelcontextprotocol/server';
-import { Caller } from '../../auth/caller';
+import { Caller } from '../../kernel/caller';
 
 /**
  * An MCP extension (SEP-2133) served at 2026-07-28: the entry it adds to the server's

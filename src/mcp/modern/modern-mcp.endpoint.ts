@@ -10,12 +10,12 @@ import type {
 import { toNodeHandler } from '@modelcontextprotocol/node';
 import type { NodeMcpRequestHandler } from '@modelcontextprotocol/node';
 import { Request, Response } from 'express';
-import { Caller } from '../../auth/caller';
+import { Caller } from '../../kernel/caller';
 import { AppConfig } from '../../config/app-config';
 import { BlockingCallResponder } from '../blocking-call.responder';
 import { MODERN_REVISION } from '../protocol-revision';
 import { ToolCatalog } from '../tool-catalog';
-import { jsonRpcError, JsonRpcErrorResponse } from '../json-rpc';
+import { jsonRpcError, JsonRpcErrorResponse } from '../../kernel/json-rpc';
 import { clientCapabilities, declaresExtension, ModernExtension, requiredExtension } from './modern-extension';
 import { ModernServerFactory } from './modern-server.factory';
 import { MODERN_EXTENSIONS } from './modern-tool-calls';

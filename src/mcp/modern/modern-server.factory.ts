@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { Server } from '@modelcontextprotocol/server';
 import type { CallToolResult, JSONObject, ServerCapabilities, Tool } from '@modelcontextprotocol/server';
-import { Caller } from '../../auth/caller';
+import { Caller } from '../../kernel/caller';
 import { MODERN_SERVER_INSTRUCTIONS, SERVER_INFO } from '../server-identity';
 import { progressNotifier } from '../progress';
 import { ALL_REVISIONS, MODERN_REVISION } from '../protocol-revision';

@@ -8,14 +8,14 @@ import {
 import type { RequestId } from '@modelcontextprotocol/server';
 import { Request, Response } from 'express';
 import { z } from 'zod';
-import { Caller } from '../../auth/caller';
-import { AlcartaError } from '../../common/errors';
+import { Caller } from '../../kernel/caller';
+import { AlcartaError } from '../../kernel/errors';
 import { AppConfig } from '../../config/app-config';
 import { clientFacingError } from '../../database/database-errors';
 import { TERMINAL_TASK_STATUSES } from '../../tasks/task.entity';
 import { TaskService, TaskSnapshot } from '../../tasks/task.service';
 import { SSE_HEADERS } from '../blocking-call.responder';
-import { jsonRpcError, protocolErrorOf } from '../json-rpc';
+import { jsonRpcError, protocolErrorOf } from '../../kernel/json-rpc';
 import { SERVER_INFO } from '../server-identity';
 import { clientCapabilities, declaresExtension } from './modern-extension';
 import { ModernRequestClassifier } from './modern-request-classifier';

@@ -2,10 +2,10 @@ import { Injectable } from '@nestjs/common';
 import { MissingRequiredClientCapabilityError, ProtocolError } from '@modelcontextprotocol/server';
 import type { Server, ServerContext } from '@modelcontextprotocol/server';
 import { z } from 'zod';
-import { Caller } from '../../auth/caller';
+import { Caller } from '../../kernel/caller';
 import { clientFacingError } from '../../database/database-errors';
 import { TaskService, TaskSnapshot, TaskView } from '../../tasks/task.service';
-import { protocolErrorOf } from '../json-rpc';
+import { protocolErrorOf } from '../../kernel/json-rpc';
 import { clientCapabilities, declaresExtension, ModernExtension, requiredExtension } from './modern-extension';
 
 export const TASKS_EXTENSION_ID = 'io.modelcontextprotocol/tasks';

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { z } from 'zod';
 import { REQUEST_STATES, RequestState } from '../../approvals/approval-request.entity';
-import { invalidRequest } from '../../common/errors';
+import { invalidRequest } from '../../kernel/errors';
 import { DELIVERY_STATUSES, DeliveryStatus } from '../../outbox/outbound-delivery.entity';
 import { AppConfig } from '../../config/app-config';
 import { WaitDeliveryService } from '../../delivery/wait-delivery.service';
