@@ -7,7 +7,7 @@ import { AlcartaConfigModule, ConfigOptions } from './config/config.module';
 import { ConsoleModule } from './console/console.module';
 import { Logger } from 'pino';
 import { DatabaseModule } from './database/database.module';
-import { DeliveryModule } from './delivery/delivery.module';
+import { WaitSocketsModule } from './wait-sockets/wait-sockets.module';
 import { EventsModule } from './events/events.module';
 import { HealthModule } from './health/health.module';
 import { RestExceptionFilter } from './http/rest-exception.filter';
@@ -43,7 +43,7 @@ export class AppModule {
         AuthModule,
         WaitsModule,
         McpModule,
-        DeliveryModule,
+        WaitSocketsModule,
         ConsoleModule,
         ApprovalMailModule,
         HealthModule,

@@ -9,7 +9,7 @@ import { LapsedCredentialSweeper } from './auth/lapsed-credential.sweeper';
 import { AppConfig } from './config/app-config';
 import { MigrationRunner } from './database/migration-runner';
 import { DoorbellListener } from './events/doorbell-listener';
-import { WaitSocketAdapter } from './delivery/wait-socket.adapter';
+import { WaitSocketAdapter } from './wait-sockets/wait-socket.adapter';
 import { DrainState } from './lifecycle/drain-state';
 import { bodyParsers } from './http/body-parsers';
 import { AlcartaExpressAdapter, closeConnectionsWhileDraining, connectionLimits } from './http/http-server';

@@ -171,9 +171,9 @@ describe('2026-07-28 blocking calls on the fast path', () => {
           params: { ...awaitMail(5), _meta: envelope(capabilities) },
         },
       }) as unknown as Request;
-    assert.equal(responder.matchModern(request({}), OPERATOR)?.params.name, 'email_await');
+    assert.equal(responder.matchRevision20260728(request({}), OPERATOR)?.params.name, 'email_await');
     assert.equal(
-      responder.matchModern(request({ extensions: { 'io.modelcontextprotocol/tasks': {} } }), OPERATOR),
+      responder.matchRevision20260728(request({ extensions: { 'io.modelcontextprotocol/tasks': {} } }), OPERATOR),
       undefined,
     );
   });

@@ -4,7 +4,7 @@ import { REQUEST_STATES, RequestState } from '../../approvals/approval-request.e
 import { invalidRequest } from '../../kernel/errors';
 import { DELIVERY_STATUSES, DeliveryStatus } from '../../outbox/outbound-delivery.entity';
 import { AppConfig } from '../../config/app-config';
-import { WaitDeliveryService } from '../../delivery/wait-delivery.service';
+import { AwaitDispatcher } from '../../wait-sockets/await-dispatcher';
 import { AwaitArguments } from '../../waits/wait.service';
 import { TaskService } from '../../tasks/task.service';
 import { withProgress } from '../progress';
@@ -111,7 +111,7 @@ const RESULT_HELP =
 @Injectable()
 export class WaitTools implements ToolProvider {
   constructor(
-    private readonly deliveries: WaitDeliveryService,
+    private readonly awaits: AwaitDispatcher,
     private readonly tasks: TaskService,
     private readonly config: AppConfig,
   ) {}
@@ -211,7 +211,7 @@ export class WaitTools implements ToolProvider {
    * (resetTimeoutOnProgress); the transport adds SSE comments for proxies either way.
    */
   private run(args: AwaitArguments, ctx: ToolContext): Promise<object> {
-    return withProgress(ctx.progress, this.config.keepaliveMs, this.deliveries.await(ctx.caller, args, ctx.signal));
+    return withProgress(ctx.progress, this.config.keepaliveMs, this.awaits.await(ctx.caller, args, ctx.signal));
   }
 }
 

@@ -1,7 +1,7 @@
 import { Module } from '@nestjs/common';
 import { WaitsModule } from '../waits/waits.module';
 import { TicketService } from './ticket.service';
-import { WaitDeliveryService } from './wait-delivery.service';
+import { AwaitDispatcher } from './await-dispatcher';
 import { WaitSocketController } from './wait-socket.controller';
 import { WaitSocketGateway } from './wait-socket.gateway';
 
@@ -12,7 +12,7 @@ import { WaitSocketGateway } from './wait-socket.gateway';
 @Module({
   imports: [WaitsModule],
   controllers: [WaitSocketController],
-  providers: [TicketService, WaitDeliveryService, WaitSocketGateway],
-  exports: [WaitDeliveryService, TicketService],
+  providers: [TicketService, AwaitDispatcher, WaitSocketGateway],
+  exports: [AwaitDispatcher, TicketService],
 })
-export class DeliveryModule {}
+export class WaitSocketsModule {}

@@ -8,7 +8,7 @@ import { AppConfig } from '../../config/app-config';
 import { clientFacingError } from '../../database/database-errors';
 import { EventFeedService, FeedPage, MAX_FEED_PAGE, PageOptions } from '../../waits/event-feed.service';
 import { protocolErrorOf } from '../../kernel/json-rpc';
-import { clientCapabilities, declaresExtension, ModernExtension } from './modern-extension';
+import { clientCapabilities, declaresExtension, Revision20260728Extension } from './extension';
 
 /**
  * The identifier of the MCP Events extension (SEP-3415; incubated by the Triggers & Events working
@@ -117,7 +117,7 @@ const anyResult = z.looseObject({});
  * methods answer -32601. A client must declare the extension in its per-request capabilities.
  */
 @Injectable()
-export class EventsExtension implements ModernExtension {
+export class EventsExtension implements Revision20260728Extension {
   readonly id = EVENTS_EXTENSION_ID;
   readonly settings = {};
   readonly enabled: boolean;

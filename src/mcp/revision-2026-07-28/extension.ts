@@ -6,7 +6,7 @@ import { Caller } from '../../kernel/caller';
  * `capabilities.extensions` (what `server/discover` shows), and its methods on the server built
  * for one request, bound to that request's caller.
  */
-export interface ModernExtension {
+export interface Revision20260728Extension {
   /** The extension identifier, e.g. `io.modelcontextprotocol/tasks`. */
   readonly id: string;
   /** Its settings object in the capabilities; `{}` when it has none. */
