@@ -6,6 +6,7 @@ import { AuthModule } from './auth/auth.module';
 import { AlcartaConfigModule, ConfigOptions } from './config/config.module';
 import { ConsoleModule } from './console/console.module';
 import { Logger } from 'pino';
+import { ENTITIES } from './schema/entities';
 import { DatabaseModule } from './database/database.module';
 import { WaitSocketsModule } from './wait-sockets/wait-sockets.module';
 import { EventsModule } from './events/events.module';
@@ -34,7 +35,7 @@ export class AppModule {
         DnsModule.forRoot(options.dnsResolver),
         LifecycleModule,
         MetricsCoreModule,
-        DatabaseModule.forRoot(),
+        DatabaseModule.forRoot(ENTITIES),
         EventsModule,
         MailModule,
         OutboxModule,

@@ -1,7 +1,7 @@
 import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { PeriodicJob } from '../common/periodic-job';
+import { PeriodicJob } from '../lifecycle/periodic-job';
 import { AppConfig } from '../config/app-config';
 import { EventLog } from '../events/event-log';
 import { CredentialRevocationHooks } from './credential-revocation';

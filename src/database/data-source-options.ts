@@ -1,18 +1,23 @@
 import { join } from 'node:path';
 import { TypeOrmModuleOptions } from '@nestjs/typeorm';
 import { boundedPg } from './bounded-pool';
-import { ENTITIES } from './entities';
+
+/**
+ * Every table's entity class. The list is owned above the feature modules (src/schema/entities.ts)
+ * and handed down, so the database module depends on none of the modules whose tables it serves.
+ */
+export type TableEntities = readonly (new () => object)[];
 
 /**
  * The one description of how Alcarta talks to PostgreSQL, shared by the server, the CLI and the
  * tests. The schema is owned by the migrations in `migrations/` (compiled next to this build);
  * `synchronize` stays off everywhere.
  */
-export function dataSourceOptions(url: string, poolSize: number): TypeOrmModuleOptions {
+export function dataSourceOptions(url: string, poolSize: number, entities: TableEntities): TypeOrmModuleOptions {
   return {
     type: 'postgres',
     url,
-    entities: ENTITIES,
+    entities: [...entities],
     migrations: [join(__dirname, '..', 'migrations', '*.js')],
     migrationsTableName: 'schema_migrations',
     synchronize: false,

@@ -1,5 +1,5 @@
 import { Injectable, OnModuleDestroy } from '@nestjs/common';
-import { Housekeeping } from '../common/housekeeping';
+import { Housekeeping } from '../lifecycle/housekeeping';
 import { AppConfig } from '../config/app-config';
 import { DrainState } from '../lifecycle/drain-state';
 import { EventRepository } from './event.repository';

@@ -1,5 +1,4 @@
 import { Check, Column, Entity, Index, JoinColumn, ManyToOne, OneToOne, PrimaryColumn } from 'typeorm';
-import { ApprovalRequestEntity } from '../approvals/approval-request.entity';
 import { MailboxEntity } from '../mail/mailbox.entity';
 import { MessageEntity } from '../mail/message.entity';
 
@@ -55,9 +54,13 @@ export class OutboundDeliveryEntity {
   @Column({ name: 'request_id', type: 'text', nullable: true })
   requestId: string | null;
 
-  @ManyToOne(() => ApprovalRequestEntity)
+  /**
+   * The foreign key to the request, named by entity (not by class) because approvals/ sits above
+   * outbox/: approving queues a delivery, so the outbox may not import the approvals module.
+   */
+  @ManyToOne('ApprovalRequestEntity')
   @JoinColumn({ name: 'request_id', foreignKeyConstraintName: 'outbound_deliveries_request_id_fkey' })
-  request?: ApprovalRequestEntity;
+  request?: object;
 
   @Column({ type: 'text' })
   status: DeliveryStatus;

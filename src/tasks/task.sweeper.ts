@@ -1,5 +1,5 @@
 import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
-import { PeriodicJob } from '../common/periodic-job';
+import { PeriodicJob } from '../lifecycle/periodic-job';
 import { TaskRepository } from './task.repository';
 
 const SWEEP_INTERVAL_MS = 30_000;

@@ -1,5 +1,5 @@
 import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
-import { PeriodicJob } from '../common/periodic-job';
+import { PeriodicJob } from '../lifecycle/periodic-job';
 import { AppConfig } from '../config/app-config';
 import { PersistedWaitRepository } from './persisted-wait.repository';
 
