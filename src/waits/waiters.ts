@@ -355,3 +355,13 @@ export class RequestFeedWaiter extends Waiter {
     return { matched: false, timed_out: false, shutdown: true, events: [] };
   }
 }
+
+/** Milliseconds until `at` (negative once past); infinite for no time at all. */
+export function msUntil(at: Date | null): number {
+  return at ? at.getTime() - Date.now() : Infinity;
+}
+
+/** Whether this is the engine's own watch of a persisted wait (dropped, never answered). */
+export function isWatch(waiter: Waiter): waiter is MessageWaiter | RequestWaiter {
+  return (waiter instanceof MessageWaiter || waiter instanceof RequestWaiter) && waiter.persistedId !== undefined;
+}
