@@ -1,4 +1,4 @@
-import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
+import { Injectable, Logger } from '@nestjs/common';
 import { AppConfig } from '../config/app-config';
 import { notFound } from '../kernel/errors';
 import { Doorbell } from '../events/doorbell';
@@ -27,6 +27,7 @@ import {
 import { SingleFlight } from './single-flight';
 import { WaiterRegistry } from './waiter-registry';
 import { WaitMetrics } from './waits.metrics';
+import { BackgroundJob, Job } from '../lifecycle/background-job';
 
 export interface ResultWaitOptions {
   /** The token of the persisted wait, whose revocation or expiry ends this wait for its result. */
@@ -69,8 +70,9 @@ const REMEMBER_REVOKED_MS = 300_000;
  * replica each: PersistedWaitOwnership holds the lease and claims them, and its watches are
  * ordinary waiters of this engine.
  */
+@Job('watch')
 @Injectable()
-export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
+export class WaitEngine implements DoorbellSubscriber, BackgroundJob {
   private readonly logger = new Logger(WaitEngine.name);
   /** Cursor keys never change; remembering them saves a lookup per doorbell. */
   private readonly cursorKeys = new Map<string, number>();
@@ -142,7 +144,7 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
     return this.ownership.owner;
   }
 
-  async onModuleDestroy(): Promise<void> {
+  async stop(): Promise<void> {
     clearInterval(this.safetyTimer);
     this.shutdownAll();
     await this.ownership.release();
