@@ -11,7 +11,7 @@ import { ApprovalLinksService, LinkLookup } from './approval-links.service';
 const MAX_REASON = 2000;
 
 /**
- * The page an approval mail links to (SPEC 11). No session: the token in the path is the
+ * The page an approval mail links to (docs/approvers.md). No session: the token in the path is the
  * capability. GET only shows the request and a form; the form's POST decides. Every refusal is a
  * plain page with a 4xx status.
  */

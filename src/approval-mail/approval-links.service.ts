@@ -29,7 +29,7 @@ export type LinkConfirmation =
   | LinkRefusal;
 
 /**
- * Approval by email (SPEC 11), the deciding half. The link token is the capability: whoever holds
+ * Approval by email (docs/approvers.md), the deciding half. The link token is the capability: whoever holds
  * it may decide that one request, as the approver it was mailed to, once. Looking at a link never
  * changes anything (mail scanners open links); only `decide`, the POST of its page, does.
  */

@@ -32,7 +32,7 @@ export interface ApprovalMailAttempt {
 }
 
 /**
- * Approval by email (SPEC 11), the mailing half: every new request of a mailbox with approvers
+ * Approval by email (docs/approvers.md), the mailing half: every new request of a mailbox with approvers
  * queues one mail per approver in the request's own transaction (so a request never exists
  * without its mails, nor mails without their request), and `send` delivers one claimed mail
  * through the outbox's relay. The link token is made at send time and only its hash is stored;

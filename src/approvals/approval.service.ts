@@ -69,7 +69,7 @@ export type RequestFilter = Omit<RequestListFilter, 'access'>;
 
 /**
  * Runs inside the transaction that creates a request, so what it writes commits (or rolls back)
- * with the request: approval by email queues its mails here (SPEC 11).
+ * with the request: approval by email queues its mails here (docs/approvers.md).
  */
 export type RequestCreatedHook = (manager: EntityManager, request: ApprovalRequestEntity) => Promise<void>;
 

@@ -10,9 +10,9 @@ import { PrincipalClaimsRecord, PrincipalRepository, PrincipalSelector } from '.
 const REMEMBERED_PRINCIPALS = 10_000;
 
 /**
- * OAuth principals as credentials that outlive their access tokens (SPEC 10 "Binding"), and the
- * end of their access when a change takes a mailbox away from them (SPEC 8a: a deleted grant, or
- * newer claims that no longer match a grant).
+ * OAuth principals as credentials that outlive their access tokens (docs/operators.md, "Identity providers"), and the
+ * end of their access when a change takes a mailbox away from them (a deleted grant, or newer claims
+ * that no longer match a grant; docs/operators.md, "Limits and hardening").
  */
 @Injectable()
 export class PrincipalService {

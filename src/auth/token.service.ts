@@ -24,7 +24,7 @@ export interface NewToken {
 }
 
 /**
- * Tokens, administered by `admin` callers within their own mailboxes (SPEC 8a): an admin bound to
+ * Tokens, administered by `admin` callers within their own mailboxes (docs/operators.md, "Limits and hardening"): an admin bound to
  * some mailboxes sees, creates and revokes only tokens bound within them; only one bound to `*`
  * reaches every token.
  */

@@ -1,8 +1,7 @@
 import { AlcartaError, invalidRequest } from '../kernel/errors';
 
 /**
- * Text PostgreSQL cannot store, and JSON too deep to handle safely (SPEC 8a "No input produces a
- * 5xx"). PostgreSQL refuses the NUL character in `text` and `jsonb`, and a lone UTF-16 surrogate
+ * Text PostgreSQL cannot store, and JSON too deep to handle safely (docs/operators.md, "Limits and hardening"). PostgreSQL refuses the NUL character in `text` and `jsonb`, and a lone UTF-16 surrogate
  * either breaks `jsonb` (JSON.stringify writes it as a `\ud800` escape) or is silently turned into
  * U+FFFD on its way to `text`. JSON input (REST bodies, MCP arguments) containing either is refused;
  * inbound mail, whose bytes are the sender's, is repaired instead.

@@ -163,21 +163,21 @@ export class Environment {
   @Max(15)
   ALCARTA_KEEPALIVE_SECONDS: number = 10;
 
-  /** A request's headers must arrive within this many seconds of its first byte (SPEC 8a: 10). */
+  /** A request's headers must arrive within this many seconds of its first byte. */
   @Type(() => Number)
   @IsInt()
   @Min(1)
   @Max(300)
   ALCARTA_HEADERS_TIMEOUT_SECONDS: number = 10;
 
-  /** A whole request (headers and body) must arrive within this many seconds (SPEC 8a: 30). */
+  /** A whole request (headers and body) must arrive within this many seconds. */
   @Type(() => Number)
   @IsInt()
   @Min(1)
   @Max(3600)
   ALCARTA_BODY_TIMEOUT_SECONDS: number = 30;
 
-  /** A response the client has not read from for this many seconds is abandoned (SPEC 8a: 60). */
+  /** A response the client has not read from for this many seconds is abandoned. */
   @Type(() => Number)
   @IsInt()
   @Min(1)
@@ -224,7 +224,7 @@ export class Environment {
   })
   ALCARTA_TRUSTED_PROXIES: string = '';
 
-  /** Inbound SMTP port (SPEC 9), or `off`. */
+  /** Inbound SMTP port (docs/mail.md), or `off`. */
   @Matches(/^(off|\d{1,5})$/, { message: 'ALCARTA_SMTP_PORT must be a port number or "off"' })
   ALCARTA_SMTP_PORT: string = '2525';
 
@@ -307,7 +307,7 @@ export class Environment {
   @Max(3600)
   ALCARTA_OUTBOX_LEASE_SECONDS: number = 120;
 
-  /** OAuth 2.1 resource server (SPEC 10): the authorization server whose JWT access tokens are accepted. */
+  /** OAuth 2.1 resource server (docs/operators.md, "Identity providers"): the authorization server whose JWT access tokens are accepted. */
   @Transform(emptyToUndefined)
   @IsOptional()
   @IsUrl({ require_tld: false, require_protocol: true, protocols: ['http', 'https'] })
@@ -352,7 +352,7 @@ export class Environment {
   @Max(366 * 24 * 3600)
   ALCARTA_OAUTH_MAX_TOKEN_LIFETIME_SECONDS: number = 24 * 3600;
 
-  /** The approver console's OpenID Connect client at ALCARTA_OAUTH_ISSUER (SPEC 11); unset: token sign-in. */
+  /** The approver console's OpenID Connect client at ALCARTA_OAUTH_ISSUER (docs/approvers.md); unset: token sign-in. */
   @Transform(emptyToUndefined)
   @IsOptional()
   @IsString()

@@ -37,7 +37,7 @@ export type SignInResult =
   | { readonly ok: false; readonly problem: 'unknown_token' | 'missing_scope' };
 
 /**
- * Console sessions (SPEC 11): the cookie holds a random secret, the database only its SHA-256,
+ * Console sessions (docs/approvers.md): the cookie holds a random secret, the database only its SHA-256,
  * so any replica serves any click and deleting the row ends the session everywhere. The session
  * stores only the credential's id: scopes and mailboxes are read again at every request, so a
  * revoked token ends its sessions at the next click. CSRF tokens are an HMAC of the session

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 export const CONSOLE_VIEWS_DIR = join(__dirname, 'views');
 
 /**
- * The console's server-rendered pages (SPEC 11): Eta templates under `views/`, every value escaped
+ * The console's server-rendered pages (docs/approvers.md): Eta templates under `views/`, every value escaped
  * unless a template says otherwise, each page inside `layout.eta`. Templates are compiled once and
  * cached.
  */

@@ -21,7 +21,7 @@ export function connectionLimits(config: AppConfig): ConnectionLimits {
 }
 
 /**
- * Nest's Express adapter with an HTTP server built for slow and stuck clients (SPEC 8a). Node
+ * Nest's Express adapter with an HTTP server built for slow and stuck clients (docs/operators.md, "Limits and hardening"). Node
  * enforces `headersTimeout` and `requestTimeout` only when it checks its connections, every
  * `connectionsCheckingInterval` (30 s by default, a constructor option): that is why the server is
  * created here instead of by Nest. Once a request has arrived in full, neither limit applies any

@@ -20,7 +20,7 @@ const EXPOSE_HEADERS = 'www-authenticate, mcp-protocol-version, retry-after';
 const PREFLIGHT_MAX_AGE_SECONDS = 600;
 
 /**
- * Browser access to /mcp (SPEC 8a): CORS for allowed origins — loopback (so local tools such as
+ * Browser access to /mcp (docs/operators.md, "Limits and hardening"): CORS for allowed origins — loopback (so local tools such as
  * the MCP Inspector work) and ALCARTA_ALLOWED_ORIGINS — and 403 for every other origin, which is
  * also the endpoint's DNS-rebinding protection. Requests without an Origin header come from
  * agents, not browsers, and pass untouched. It runs before body parsing and authentication, so

@@ -40,7 +40,8 @@ export class McpEndpoint {
   ) {}
 
   async handle(caller: Caller, req: Request, res: Response): Promise<void> {
-    if (isRevision20260728Request(req.body, req.headers['mcp-protocol-version'])) return this.revision20260728.handle(caller, req, res);
+    if (isRevision20260728Request(req.body, req.headers['mcp-protocol-version']))
+      return this.revision20260728.handle(caller, req, res);
     const revision = revisionOf(req.body, req.headers['mcp-protocol-version']);
     if (!revision) {
       res
@@ -114,7 +115,7 @@ function requestIds(body: unknown): (string | number)[] {
 
 /**
  * Before 2025-11-25 there are no tasks: a `task` member of `tools/call` params is ignored and the
- * call runs normally (SPEC §5). The SDK would answer it with an error instead, so it goes first.
+ * call runs normally (docs/agents.md, "Tasks"). The SDK would answer it with an error instead, so it goes first.
  */
 function dropTaskBeforeTasksRevision(body: unknown, revision: ProtocolRevision): void {
   if (revision === TASKS_REVISION) return;

@@ -19,7 +19,7 @@ interface CatalogEntry {
 
 /**
  * All tools, each shown only to tokens whose scopes allow it. Validates arguments with the tool's
- * schema and turns every outcome into a CallToolResult with `structuredContent` (SPEC §3.1).
+ * schema and turns every outcome into a CallToolResult with `structuredContent` (docs/agents.md, "Tools").
  */
 @Injectable()
 export class ToolCatalog {

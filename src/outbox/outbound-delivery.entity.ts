@@ -21,7 +21,7 @@ export const DELIVERY_STATUSES: readonly DeliveryStatus[] = [
 ];
 
 /**
- * The delivery job of one outbound message (SPEC 9): committed with the message when a person
+ * The delivery job of one outbound message (docs/mail.md): committed with the message when a person
  * approves it, claimed by one replica at a time (`claimed_by` until `lease_expires_at`), retried
  * with backoff until sent or failed.
  */

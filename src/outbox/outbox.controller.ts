@@ -5,7 +5,7 @@ import { PathId } from '../http/validation';
 import { ListOutboxQuery } from './dto/list-outbox.query';
 import { OutboxService } from './outbox.service';
 
-/** Administrators look into the outbox and send failed mail again (SPEC 9). */
+/** Administrators look into the outbox and send failed mail again (docs/mail.md). */
 @Controller('v1/outbox')
 @RequireScopes('admin')
 export class OutboxController {

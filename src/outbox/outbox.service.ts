@@ -36,7 +36,7 @@ export type SendOutcome = AttemptOutcome | SendRefusal;
 const MAX_BOUNCE_TEXT = 2000;
 
 /**
- * The durable outbox (SPEC 9): an approved message and its delivery job commit together; the
+ * The durable outbox (docs/mail.md): an approved message and its delivery job commit together; the
  * delivery's every status change appends a `message_delivery_changed` event in the same transaction.
  * The state machine lives here; OutboxWorker drives the sending.
  */

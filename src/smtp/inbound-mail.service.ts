@@ -24,7 +24,7 @@ function temporaryFailure(err: unknown): SmtpRefusal {
 }
 
 /**
- * The rules of inbound SMTP (SPEC 9), apart from the SMTP dialogue itself (InboundSmtpServer): who
+ * The rules of inbound SMTP (docs/mail.md), apart from the SMTP dialogue itself (InboundSmtpServer): who
  * may deliver (AUTH with a `mail:ingest` token), which recipients are ours, and storing a received
  * message in every recipient mailbox through the one ingest path (MessageService.store/storeEach)
  * that REST raw ingest uses too. Refusals are SmtpRefusal with the reply code the client gets.

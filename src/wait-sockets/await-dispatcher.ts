@@ -7,7 +7,7 @@ import { WaitResult } from '../waits/wait-spec';
 import { TicketService } from './ticket.service';
 import { waitSocketUrl } from './wait-socket-url';
 
-/** What `delivery: "websocket" | "any"` returns at once (SPEC §4). */
+/** What `delivery: "websocket" | "any"` returns at once (docs/agents.md, "Waits"). */
 export interface DetachedWaitDescriptor {
   delivery: 'websocket' | 'poll';
   wait_id: string;
@@ -30,7 +30,11 @@ export class AwaitDispatcher {
     private readonly config: AppConfig,
   ) {}
 
-  async await(caller: Caller, args: AwaitArguments, signal?: AbortSignal): Promise<WaitResult | DetachedWaitDescriptor> {
+  async await(
+    caller: Caller,
+    args: AwaitArguments,
+    signal?: AbortSignal,
+  ): Promise<WaitResult | DetachedWaitDescriptor> {
     if (args.wait_id !== undefined || args.delivery === 'poll') return this.waits.await(caller, args, signal);
     if (!this.config.websockets && args.delivery === 'websocket') {
       throw invalidRequest('websocket_unavailable', 'Websocket delivery is disabled on this deployment; use "poll".', {

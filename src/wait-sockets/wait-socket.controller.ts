@@ -4,7 +4,7 @@ import { WAIT_SOCKET_PATH } from './wait-socket-url';
 
 /**
  * A plain HTTP request to the websocket URL: a proxy hop dropped `Upgrade`/`Connection`. Say so
- * (SPEC §4), and leave the ticket unused so the client can retry or fall back to `wait_id`.
+ * (docs/agents.md, "Waits"), and leave the ticket unused so the client can retry or fall back to `wait_id`.
  */
 @Controller(WAIT_SOCKET_PATH)
 @Public()

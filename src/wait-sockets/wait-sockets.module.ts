@@ -6,7 +6,7 @@ import { WaitSocketController } from './wait-socket.controller';
 import { WaitSocketGateway } from './wait-socket.gateway';
 
 /**
- * How a wait's result reaches its client (SPEC §4): the blocking call, or a stored wait with its
+ * How a wait's result reaches its client (docs/agents.md, "Waits"): the blocking call, or a stored wait with its
  * single-use websocket URL (tickets, the socket path, the gateway that delivers the result).
  */
 @Module({

@@ -57,7 +57,7 @@ export interface AwaitArguments {
  */
 const UNSENDABLE_STATES: readonly RequestState[] = ['rejected', 'expired', 'cancelled'];
 
-/** The rules of SPEC §4 between a tool call and the engine: limits, scopes, visibility. */
+/** The rules of waits (docs/agents.md, "Waits") between a tool call and the engine: limits, scopes, visibility. */
 @Injectable()
 export class WaitService {
   constructor(
