@@ -10,7 +10,10 @@ export interface RequestListFilter {
   state?: RequestState | readonly RequestState[];
   mailboxId?: string;
   limit: number;
-  /** Newest first by creation (the default, as the REST list and the pending list show them) or by decision (history). */
+  /**
+   * Newest first by creation (the default, as the REST list and the pending list show them) or by
+   * decision (history).
+   */
   newestBy?: 'created' | 'decided';
 }
 

@@ -35,9 +35,9 @@ export function grantView(g: GrantEntity) {
 /**
  * Grants of mailboxes to OAuth principals (`sub:…`, `client:…`, `group:…`). An OAuth principal
  * reaches the union of the mailboxes granted to its subject, its client and its groups. Grants are
- * administered like tokens (docs/operators.md, "Limits and hardening"): an admin bound to some mailboxes sees, creates and deletes
- * only grants within them. Grants are read from the database on every lookup, never cached, so a
- * deleted grant stops counting at once on every replica.
+ * administered like tokens (docs/operators.md, "Limits and hardening"): an admin bound to some
+ * mailboxes sees, creates and deletes only grants within them. Grants are read from the database on
+ * every lookup, never cached, so a deleted grant stops counting at once on every replica.
  */
 @Injectable()
 export class GrantService {
@@ -84,7 +84,8 @@ export class GrantService {
 
   /**
    * Deletes a grant within the actor's reach (others answer not_found, like unknown ones). Whoever
-   * loses a mailbox by it loses, in the same transaction, everything it holds (docs/operators.md, "Limits and hardening").
+   * loses a mailbox by it loses, in the same transaction, everything it holds (docs/operators.md,
+   * "Limits and hardening").
    */
   async revoke(actor: Caller, grantId: string): Promise<void> {
     const grant = await this.grants.findById(grantId);

@@ -6,9 +6,10 @@ import { Caller } from '../kernel/caller';
 export type MailboxAssignee = 'tokens' | 'grants';
 
 /**
- * The mailboxes an admin may hand to a new token or grant (docs/operators.md, "Limits and hardening"), de-duplicated: `["*"]` or a
- * non-empty list of existing ids, all within the admin's own mailboxes. Reach is checked before
- * existence, so a mailbox-bound admin cannot probe for other tenants' mailboxes.
+ * The mailboxes an admin may hand to a new token or grant (docs/operators.md, "Limits and
+ * hardening"), de-duplicated: `["*"]` or a non-empty list of existing ids, all within the admin's
+ * own mailboxes. Reach is checked before existence, so a mailbox-bound admin cannot probe for other
+ * tenants' mailboxes.
  */
 export async function assignableMailboxes(
   actor: Caller,

@@ -24,9 +24,9 @@ export interface NewToken {
 }
 
 /**
- * Tokens, administered by `admin` callers within their own mailboxes (docs/operators.md, "Limits and hardening"): an admin bound to
- * some mailboxes sees, creates and revokes only tokens bound within them; only one bound to `*`
- * reaches every token.
+ * Tokens, administered by `admin` callers within their own mailboxes (docs/operators.md, "Limits
+ * and hardening"): an admin bound to some mailboxes sees, creates and revokes only tokens bound
+ * within them; only one bound to `*` reaches every token.
  */
 @Injectable()
 export class TokenService {

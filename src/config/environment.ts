@@ -307,7 +307,10 @@ export class Environment {
   @Max(3600)
   ALCARTA_OUTBOX_LEASE_SECONDS: number = 120;
 
-  /** OAuth 2.1 resource server (docs/operators.md, "Identity providers"): the authorization server whose JWT access tokens are accepted. */
+  /**
+   * OAuth 2.1 resource server (docs/operators.md, "Identity providers"): the authorization server
+   * whose JWT access tokens are accepted.
+   */
   @Transform(emptyToUndefined)
   @IsOptional()
   @IsUrl({ require_tld: false, require_protocol: true, protocols: ['http', 'https'] })

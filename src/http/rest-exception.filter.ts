@@ -22,7 +22,10 @@ const STATUS: Record<ErrorCode, HttpStatus> = {
 /** Seconds a client should wait before retrying a 503 (database outage, draining) that names no other time. */
 export const RETRY_AFTER_SECONDS = 5;
 
-/** JSON-RPC error codes for HTTP-level refusals of /mcp: the body stays JSON-RPC (docs/operators.md, "Limits and hardening"). */
+/**
+ * JSON-RPC error codes for HTTP-level refusals of /mcp: the body stays JSON-RPC (docs/operators.md,
+ * "Limits and hardening").
+ */
 const JSONRPC_CODE: Partial<Record<number, number>> = {
   400: JsonRpcErrorCode.InvalidParams,
   429: SERVER_ERROR,

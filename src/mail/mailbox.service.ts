@@ -12,8 +12,9 @@ export class MailboxService {
   constructor(private readonly mailboxes: MailboxRepository) {}
 
   /**
-   * Only an admin bound to `*` creates mailboxes (docs/operators.md, "Limits and hardening"): one bound to some mailboxes administers
-   * just those. Addresses are stored lower-case so that one address cannot become two mailboxes.
+   * Only an admin bound to `*` creates mailboxes (docs/operators.md, "Limits and hardening"): one
+   * bound to some mailboxes administers just those. Addresses are stored lower-case so that one
+   * address cannot become two mailboxes.
    */
   async create(actor: Caller, address: string, name: string | null) {
     if (!actor.mailboxAccess.all) {

@@ -1,10 +1,14 @@
-/** The MCP revisions Alcarta serves with `initialize` (docs/agents.md, "Tools"), newest first: `@modelcontextprotocol/sdk` 1.x. */
+/**
+ * The MCP revisions Alcarta serves with `initialize` (docs/agents.md, "Tools"), newest first:
+ * `@modelcontextprotocol/sdk` 1.x.
+ */
 export const SUPPORTED_REVISIONS = ['2025-11-25', '2025-06-18', '2025-03-26'] as const;
 export type LegacyRevision = (typeof SUPPORTED_REVISIONS)[number];
 
 /**
- * MCP 2026-07-28 (docs/agents.md, "Protocol revisions"): stateless, no `initialize`, the revision in each request's `_meta`.
- * Served beside the revisions above by the v2 SDK (`@modelcontextprotocol/server`), see src/mcp/revision-2026-07-28/.
+ * MCP 2026-07-28 (docs/agents.md, "Protocol revisions"): stateless, no `initialize`, the revision
+ * in each request's `_meta`. Served beside the revisions above by the v2 SDK
+ * (`@modelcontextprotocol/server`), see src/mcp/revision-2026-07-28/.
  */
 export const REVISION_2026_07_28 = '2026-07-28';
 /** Every revision Alcarta serves, newest first (what `server/discover` lists). */
@@ -12,7 +16,10 @@ export const ALL_REVISIONS = [REVISION_2026_07_28, ...SUPPORTED_REVISIONS] as co
 export type ProtocolRevision = LegacyRevision | typeof REVISION_2026_07_28;
 
 export const LATEST_REVISION: LegacyRevision = '2025-11-25';
-/** The first revision with MCP Tasks: before it, tools/call ignores `task` and tasks/* do not exist (docs/agents.md, "Tasks"). */
+/**
+ * The first revision with MCP Tasks: before it, tools/call ignores `task` and tasks/* do not exist
+ * (docs/agents.md, "Tasks").
+ */
 export const TASKS_REVISION: LegacyRevision = '2025-11-25';
 /** What a request without an MCP-Protocol-Version header is taken to speak (MCP transport spec). */
 export const DEFAULT_REVISION: LegacyRevision = '2025-03-26';

@@ -149,7 +149,10 @@ export class PersistedWaitOwnership {
     await this.persisted.release(this.owner).catch((err) => this.host.failed(err));
   }
 
-  /** A `wait_created` bell: stored by a replica that watches it itself, or unowned (then every replica tries to claim it). */
+  /**
+   * A `wait_created` bell: stored by a replica that watches it itself, or unowned (then every
+   * replica tries to claim it).
+   */
   onWaitCreated(waitId: string, owner: string | undefined): void {
     if (owner === undefined) return this.ringClaim();
     if (owner !== this.owner) return;

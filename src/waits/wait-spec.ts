@@ -77,7 +77,10 @@ const ACCESS_ENDED_MESSAGES: Record<AccessEndReason, string> = {
   access_removed: 'Access to a mailbox was removed while waiting (a grant was deleted); the wait ended.',
 };
 
-/** The tool error (and websocket error frame) of a wait whose token lost its access (docs/operators.md, "Limits and hardening"). */
+/**
+ * The tool error (and websocket error frame) of a wait whose token lost its access
+ * (docs/operators.md, "Limits and hardening").
+ */
 export function accessEndedError(reason: AccessEndReason): AlcartaError {
   return new AlcartaError('unauthorized', reason, ACCESS_ENDED_MESSAGES[reason]);
 }

@@ -8,8 +8,9 @@ import { AccessTokenVerifier } from './access-token-verifier';
 import { claimValues, clientIdOf, mapScopes, principalId } from './principal-claims';
 
 /**
- * Turns a JWT access token of the configured issuer into a Caller (docs/operators.md, "Identity providers"): scopes from its
- * claims, mailboxes from the grants of its subject, client and groups, bound to its principal.
+ * Turns a JWT access token of the configured issuer into a Caller (docs/operators.md, "Identity
+ * providers"): scopes from its claims, mailboxes from the grants of its subject, client and groups,
+ * bound to its principal.
  */
 @Injectable()
 export class OAuthAuthenticator {

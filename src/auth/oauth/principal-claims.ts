@@ -49,7 +49,8 @@ const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
 /**
  * The binding id of an OAuth principal (`prn_` + 22 base62 characters of sha256(iss "\n" sub)):
- * stable across its access tokens, so waits, tickets and tasks survive a token refresh (docs/operators.md, "Identity providers").
+ * stable across its access tokens, so waits, tickets and tasks survive a token refresh
+ * (docs/operators.md, "Identity providers").
  */
 export function principalId(issuer: string, subject: string): string {
   let n = BigInt('0x' + createHash('sha256').update(`${issuer}\n${subject}`).digest('hex'));

@@ -54,7 +54,10 @@ const AUTHENTICATION = {
   properties: { spf: { type: 'string' }, dkim: { type: 'string' }, dmarc: { type: 'string' }, arc: { type: 'string' } },
 };
 
-/** The event types, as `events/list` shows them (payloads: the event fields of docs/agents.md, "Concepts", and docs/mail.md). */
+/**
+ * The event types, as `events/list` shows them (payloads: the event fields of docs/agents.md,
+ * "Concepts", and docs/mail.md).
+ */
 const EVENT_TYPES = {
   'email.received': {
     description:
@@ -111,10 +114,11 @@ const pollParams = z.looseObject({
 const anyResult = z.looseObject({});
 
 /**
- * The experimental Events extension at 2026-07-28 (docs/agents.md, "Protocol revisions"), poll delivery only: `events/list`
- * names the event types this caller may read, `events/poll` returns one page of one of them after
- * a cursor. Push (`events/stream`) and webhooks (`events/subscribe`) are not offered; their
- * methods answer -32601. A client must declare the extension in its per-request capabilities.
+ * The experimental Events extension at 2026-07-28 (docs/agents.md, "Protocol revisions"), poll
+ * delivery only: `events/list` names the event types this caller may read, `events/poll` returns
+ * one page of one of them after a cursor. Push (`events/stream`) and webhooks (`events/subscribe`)
+ * are not offered; their methods answer -32601. A client must declare the extension in its
+ * per-request capabilities.
  */
 @Injectable()
 export class EventsExtension implements Revision20260728Extension {

@@ -70,8 +70,9 @@ export class TaskSubscriptions {
   /**
    * The request, if it is a `subscriptions/listen` asking for `taskIds` with the extension declared
    * that the v2 SDK would serve with nothing to refuse: its inbound classification routes it to the
-   * SDK's `modern` era at this revision (Revision20260728RequestClassifier; listen has no `Mcp-Name`), and the request is a SubscriptionsListenRequest by the SDK's schema (which does not
-   * look at `taskIds`: `serve` does). Anything else is left to the SDK, -32021 to the endpoint.
+   * SDK's `modern` era at this revision (Revision20260728RequestClassifier; listen has no
+   * `Mcp-Name`), and the request is a SubscriptionsListenRequest by the SDK's schema (which does
+   * not look at `taskIds`: `serve` does). Anything else is left to the SDK, -32021 to the endpoint.
    */
   match(req: Request): TaskListen | undefined {
     const message = this.revision20260728Requests.request(req, 'subscriptions/listen');

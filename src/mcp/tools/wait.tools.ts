@@ -72,8 +72,8 @@ const REQUEST_FIELDS = ['request_ids', 'states', 'delivery_states'] as const;
 
 /**
  * One object for both kinds of wait, told apart by `type`. It is not a discriminated union on
- * purpose: no inputSchema may use oneOf/anyOf/allOf (docs/operators.md, "Limits and hardening"), because some clients (LangChain's
- * MCP adapters) merge the variants and then reject every call.
+ * purpose: no inputSchema may use oneOf/anyOf/allOf (docs/operators.md, "Limits and hardening"),
+ * because some clients (LangChain's MCP adapters) merge the variants and then reject every call.
  */
 const awaitEvent = z
   .object({
