@@ -134,7 +134,11 @@ describe('Revision20260728RequestClassifier', () => {
     for (const name of ['a plain call', 'with client info and a log level', 'with a string progress token']) {
       const { headers: h, body } = variants[name];
       assert.ok(
-        classifier.isPlainRevision20260728Request(body as Record<string, unknown>, h['mcp-protocol-version'], h['mcp-method']),
+        classifier.isPlainRevision20260728Request(
+          body as Record<string, unknown>,
+          h['mcp-protocol-version'],
+          h['mcp-method'],
+        ),
         `${name} is decided without the SDK's classification`,
       );
     }
