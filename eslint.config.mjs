@@ -2,58 +2,29 @@
 import eslint from '@eslint/js';
 import prettier from 'eslint-config-prettier';
 import tseslint from 'typescript-eslint';
-
-/** The feature modules under src/: each serves part of the product and may depend on the platform below it. */
-const FEATURES = [
-  'mail',
-  'approvals',
-  'approval-mail',
-  'outbox',
-  'smtp',
-  'auth',
-  'waits',
-  'tasks',
-  'delivery',
-  'mcp',
-  'console',
-];
+import { SRC_RANKS, TOP_LEVEL_FILES } from './eslint.ranks.mjs';
 
 /**
- * Module dependencies point one way (README "Module map"). Each entry: the files of a module, and the
- * modules (directories under src/) they must not import. A lower module that needs something from a
- * higher one asks for it through a hook or registry it owns (see CredentialRevocationHooks, the wait
- * resolution hooks, the Metrics registry), so the dependency is inverted, not hidden.
+ * Module dependencies point down the ranks of eslint.ranks.mjs: each directory of src/ may import
+ * only directories of a strictly lower rank, and none of the top-level files.
  */
-const LAYERS = [
-  { module: 'common', forbidden: FEATURES },
-  { module: 'config', forbidden: FEATURES },
-  { module: 'metrics', forbidden: FEATURES.filter((m) => m !== 'auth') },
-  { module: 'events', forbidden: FEATURES },
-  {
-    module: 'auth',
-    forbidden: ['approvals', 'approval-mail', 'outbox', 'smtp', 'waits', 'tasks', 'delivery', 'mcp', 'console'],
-  },
-  { module: 'waits', forbidden: ['tasks', 'delivery', 'mcp', 'console'] },
-  { module: 'tasks', forbidden: ['delivery', 'mcp', 'console'] },
-  { module: 'delivery', forbidden: ['tasks', 'mcp', 'console'] },
-];
-
-const layerRules = LAYERS.map(({ module, forbidden }) => ({
-  files: [`src/${module}/**/*.ts`],
-  rules: {
-    'no-restricted-imports': [
-      'error',
-      {
-        patterns: [
-          {
-            regex: `^(\\.\\./)+(${forbidden.join('|')})(/|$)`,
-            message: `${module}/ must not depend on ${forbidden.join(', ')} (module dependencies point one way; invert with a hook or registry that ${module}/ owns).`,
-          },
-        ],
-      },
-    ],
-  },
-}));
+const TOP_LEVEL_MODULES = TOP_LEVEL_FILES.map((file) => file.replace(/\.ts$/, '').replace('.', '\\.'));
+const rankRules = Object.entries(SRC_RANKS).map(([module, rank]) => {
+  const notBelow = Object.keys(SRC_RANKS).filter((other) => other !== module && SRC_RANKS[other] >= rank);
+  const patterns = [
+    {
+      regex: `^(\\.\\./)+(${TOP_LEVEL_MODULES.join('|')})$`,
+      message: `${module}/ must not import the top-level files (they start the application).`,
+    },
+  ];
+  if (notBelow.length > 0) {
+    patterns.push({
+      regex: `^(\\.\\./)+(${notBelow.join('|')})(/|$)`,
+      message: `${module}/ (rank ${rank}) may import only lower ranks, not ${notBelow.join(', ')} (eslint.ranks.mjs; invert with a hook or registry that ${module}/ owns).`,
+    });
+  }
+  return { files: [`src/${module}/**/*.ts`], rules: { 'no-restricted-imports': ['error', { patterns }] } };
+});
 
 export default tseslint.config(
   { ignores: ['dist/', 'dist-test/', 'node_modules/', '.alcarta/', 'coverage/'] },
@@ -62,7 +33,9 @@ export default tseslint.config(
   {
     languageOptions: {
       parserOptions: {
-        projectService: { allowDefaultProject: ['eslint.config.mjs', 'src/console/views/assets/*.js'] },
+        projectService: {
+          allowDefaultProject: ['eslint.config.mjs', 'eslint.ranks.mjs', 'src/console/views/assets/*.js'],
+        },
         tsconfigRootDir: import.meta.dirname,
       },
     },
@@ -90,7 +63,7 @@ export default tseslint.config(
       '@typescript-eslint/no-unsafe-return': 'off',
     },
   },
-  ...layerRules,
+  ...rankRules,
   { files: ['**/*.mjs'], ...tseslint.configs.disableTypeChecked },
   {
     // The console's browser script: plain JavaScript served as is, checked without type information.

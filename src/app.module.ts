@@ -6,8 +6,9 @@ import { AuthModule } from './auth/auth.module';
 import { AlcartaConfigModule, ConfigOptions } from './config/config.module';
 import { ConsoleModule } from './console/console.module';
 import { Logger } from 'pino';
+import { ENTITIES } from './schema/entities';
 import { DatabaseModule } from './database/database.module';
-import { DeliveryModule } from './delivery/delivery.module';
+import { WaitSocketsModule } from './wait-sockets/wait-sockets.module';
 import { EventsModule } from './events/events.module';
 import { HealthModule } from './health/health.module';
 import { RestExceptionFilter } from './http/rest-exception.filter';
@@ -34,7 +35,7 @@ export class AppModule {
         DnsModule.forRoot(options.dnsResolver),
         LifecycleModule,
         MetricsCoreModule,
-        DatabaseModule.forRoot(),
+        DatabaseModule.forRoot(ENTITIES),
         EventsModule,
         MailModule,
         OutboxModule,
@@ -43,7 +44,7 @@ export class AppModule {
         AuthModule,
         WaitsModule,
         McpModule,
-        DeliveryModule,
+        WaitSocketsModule,
         ConsoleModule,
         ApprovalMailModule,
         HealthModule,

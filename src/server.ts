@@ -2,33 +2,24 @@ import { NestFactory } from '@nestjs/core';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { Logger } from 'pino';
 import { AppModule } from './app.module';
-import { ApprovalMailHousekeeping } from './approval-mail/approval-mail.housekeeping';
-import { RequestExpirySweeper } from './approvals/request-expiry.sweeper';
 import { BootstrapTokenService } from './auth/bootstrap-token.service';
-import { LapsedCredentialSweeper } from './auth/lapsed-credential.sweeper';
 import { AppConfig } from './config/app-config';
 import { MigrationRunner } from './database/migration-runner';
-import { DoorbellListener } from './events/doorbell-listener';
-import { WaitSocketAdapter } from './delivery/wait-socket.adapter';
+import { WaitSocketAdapter } from './wait-sockets/wait-socket.adapter';
+import { BackgroundJobs } from './lifecycle/background-job';
 import { DrainState } from './lifecycle/drain-state';
 import { bodyParsers } from './http/body-parsers';
 import { AlcartaExpressAdapter, closeConnectionsWhileDraining, connectionLimits } from './http/http-server';
 import { requestLogger } from './http/request-logger';
 import { requestMetrics } from './http/request-metrics';
 import { InboundSmtpServer } from './smtp/inbound-smtp.server';
-import { ConsoleSessionHousekeeping } from './console/console-session.housekeeping';
-import { EventRetentionHousekeeping } from './events/event-retention.housekeeping';
 import { Metrics } from './metrics/metrics';
 import { mcpBrowserAccess } from './mcp/browser-access';
 import { createValidationPipe } from './http/validation';
 import { validateEnvironment } from './config/environment';
 import { DnsResolver } from './mail/dns-resolver';
 import { createRootLogger, PinoNestLogger } from './logging/logger';
-import { OutboxWorker } from './outbox/outbox.worker';
 import { serveOpenApi } from './openapi/openapi-route';
-import { TaskSweeper } from './tasks/task.sweeper';
-import { PersistedWaitSweeper } from './waits/persisted-wait.sweeper';
-import { WaitEngine } from './waits/wait-engine';
 
 export interface ServerOptions {
   /** Settings that win over the environment: the embedded database URL, test settings. */
@@ -89,16 +80,8 @@ async function listen(app: NestExpressApplication, logger: Logger): Promise<Runn
   if (config.runMigrations) await app.get(MigrationRunner).run();
   else await app.get(MigrationRunner).assertUpToDate();
   await app.get(BootstrapTokenService).ensureAdminToken();
-  await app.get(DoorbellListener).start();
-  app.get(WaitEngine).start();
-  app.get(PersistedWaitSweeper).start();
-  app.get(TaskSweeper).start();
-  app.get(RequestExpirySweeper).start();
-  app.get(LapsedCredentialSweeper).start();
-  app.get(OutboxWorker).start();
-  app.get(ApprovalMailHousekeeping).start();
-  app.get(ConsoleSessionHousekeeping).start();
-  app.get(EventRetentionHousekeeping).start();
+  // The doorbell listener, then the wait engine, then the workers (lifecycle/background-job.ts).
+  await app.get(BackgroundJobs).startAll();
 
   serveOpenApi(app);
   app.useWebSocketAdapter(new WaitSocketAdapter(app));

@@ -2,8 +2,8 @@ import { Body, Controller, Get, Param, Post, Res } from '@nestjs/common';
 import { Response } from 'express';
 import { describeRemoved, draftDocument } from '../approvals/draft-sanitizer';
 import { CONTENT_SHA256_PATTERN } from '../approvals/request-content';
-import { Public } from '../auth/auth.decorators';
-import { AlcartaError } from '../common/errors';
+import { Public } from '../kernel/route-decorators';
+import { AlcartaError } from '../kernel/errors';
 import { repairText } from '../common/text-safety';
 import { ConsoleViews } from '../console/console-views';
 import { ApprovalLinksService, LinkLookup } from './approval-links.service';
@@ -11,7 +11,7 @@ import { ApprovalLinksService, LinkLookup } from './approval-links.service';
 const MAX_REASON = 2000;
 
 /**
- * The page an approval mail links to (SPEC 11). No session: the token in the path is the
+ * The page an approval mail links to (docs/approvers.md). No session: the token in the path is the
  * capability. GET only shows the request and a form; the form's POST decides. Every refusal is a
  * plain page with a 4xx status.
  */

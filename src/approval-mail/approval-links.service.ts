@@ -2,9 +2,9 @@ import { Injectable } from '@nestjs/common';
 import { ApprovalRequestEntity } from '../approvals/approval-request.entity';
 import { ApprovalService } from '../approvals/approval.service';
 import { SeparationOfDuties } from '../approvals/separation-of-duties';
-import { Caller, OPERATOR } from '../auth/caller';
+import { Caller, OPERATOR } from '../kernel/caller';
 import { CredentialRepository } from '../auth/credential.repository';
-import { AlcartaError } from '../common/errors';
+import { AlcartaError } from '../kernel/errors';
 import { MailboxService } from '../mail/mailbox.service';
 import { ApprovalLinkEntity } from './approval-link.entity';
 import { ApprovalLinkRepository } from './approval-link.repository';
@@ -29,7 +29,7 @@ export type LinkConfirmation =
   | LinkRefusal;
 
 /**
- * Approval by email (SPEC 11), the deciding half. The link token is the capability: whoever holds
+ * Approval by email (docs/approvers.md), the deciding half. The link token is the capability: whoever holds
  * it may decide that one request, as the approver it was mailed to, once. Looking at a link never
  * changes anything (mail scanners open links); only `decide`, the POST of its page, does.
  */

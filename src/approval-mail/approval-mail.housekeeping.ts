@@ -1,9 +1,10 @@
-import { Injectable, OnModuleDestroy } from '@nestjs/common';
-import { Housekeeping } from '../common/housekeeping';
+import { Injectable } from '@nestjs/common';
+import { Housekeeping } from '../lifecycle/housekeeping';
 import { AppConfig } from '../config/app-config';
 import { DrainState } from '../lifecycle/drain-state';
 import { ApprovalLinkRepository } from './approval-link.repository';
 import { ApprovalMailRepository } from './approval-mail.repository';
+import { BackgroundJob, Job } from '../lifecycle/background-job';
 
 const DAY_MS = 24 * 3600 * 1000;
 /**
@@ -18,8 +19,9 @@ export const FINISHED_MAIL_RETENTION_MS = 7 * DAY_MS;
 export const SPENT_LINK_RETENTION_MS = 7 * DAY_MS;
 
 /** Deletes the approval mails and links nobody needs any more (every ALCARTA_HOUSEKEEPING_SECONDS). */
+@Job('work')
 @Injectable()
-export class ApprovalMailHousekeeping implements OnModuleDestroy {
+export class ApprovalMailHousekeeping implements BackgroundJob {
   private readonly housekeeping: Housekeeping;
 
   constructor(config: AppConfig, drain: DrainState, mails: ApprovalMailRepository, links: ApprovalLinkRepository) {
@@ -33,7 +35,7 @@ export class ApprovalMailHousekeeping implements OnModuleDestroy {
     this.housekeeping.start();
   }
 
-  onModuleDestroy(): Promise<void> {
+  stop(): Promise<void> {
     return this.housekeeping.stop();
   }
 }

@@ -17,7 +17,7 @@ import { ApproversService } from './approvers.service';
 import { MailboxApproverRepository } from './mailbox-approver.repository';
 
 /**
- * Approval by email (SPEC 11): mailbox approvers, the mails to them, and the pages their links open
+ * Approval by email (docs/approvers.md): mailbox approvers, the mails to them, and the pages their links open
  * (under /console, so the console's middleware gives them its headers and parses their forms).
  */
 @Module({

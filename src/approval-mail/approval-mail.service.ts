@@ -3,7 +3,7 @@ import { Injectable, OnModuleInit } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { ApprovalRequestEntity } from '../approvals/approval-request.entity';
 import { ApprovalService } from '../approvals/approval.service';
-import { OPERATOR } from '../auth/caller';
+import { OPERATOR } from '../kernel/caller';
 import { CredentialRepository } from '../auth/credential.repository';
 import { randomBase62 } from '../common/ids';
 import { AppConfig } from '../config/app-config';
@@ -32,7 +32,7 @@ export interface ApprovalMailAttempt {
 }
 
 /**
- * Approval by email (SPEC 11), the mailing half: every new request of a mailbox with approvers
+ * Approval by email (docs/approvers.md), the mailing half: every new request of a mailbox with approvers
  * queues one mail per approver in the request's own transaction (so a request never exists
  * without its mails, nor mails without their request), and `send` delivers one claimed mail
  * through the outbox's relay. The link token is made at send time and only its hash is stored;

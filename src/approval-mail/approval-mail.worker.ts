@@ -1,4 +1,4 @@
-import { Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { Injectable, Logger } from '@nestjs/common';
 import { Counter } from 'prom-client';
 import { AppConfig } from '../config/app-config';
 import { DoorbellListener } from '../events/doorbell-listener';
@@ -8,6 +8,7 @@ import { ClaimResult, claimantId, DueWork, DueWorkLoop } from '../outbox/due-wor
 import { SmtpRelay } from '../outbox/smtp-relay';
 import { ApprovalMailRepository } from './approval-mail.repository';
 import { ApprovalMailService } from './approval-mail.service';
+import { BackgroundJob, Job } from '../lifecycle/background-job';
 
 /** Approval mails one replica sends at a time, per pass. */
 const BATCH = 4;
@@ -18,8 +19,9 @@ const BATCH = 4;
  * A replica that dies mid-send leaves a lease that lapses, and another replica sends the mail
  * again (at least once). On drain it stops claiming; what it holds lapses to the other replicas.
  */
+@Job('work')
 @Injectable()
-export class ApprovalMailWorker implements DueWork, OnApplicationBootstrap, OnApplicationShutdown {
+export class ApprovalMailWorker implements DueWork, BackgroundJob {
   readonly what = 'approval mail worker';
   private readonly replicaId = claimantId();
   private readonly logger = new Logger(ApprovalMailWorker.name);
@@ -44,12 +46,12 @@ export class ApprovalMailWorker implements DueWork, OnApplicationBootstrap, OnAp
     this.loop = new DueWorkLoop(this, listener, drain, this.logger);
   }
 
-  /** Starts with the application; without a relay no approval mail is ever queued. */
-  onApplicationBootstrap(): void {
+  /** Without a relay no approval mail is ever queued: nothing to watch for. */
+  start(): void {
     if (this.relay.configured) this.loop.start();
   }
 
-  onApplicationShutdown(): Promise<void> {
+  stop(): Promise<void> {
     return this.loop.stop();
   }
 

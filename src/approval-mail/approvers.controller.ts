@@ -1,6 +1,6 @@
 import { Body, Controller, Get, Param, Put } from '@nestjs/common';
-import { CurrentCaller, RequireScopes } from '../auth/auth.decorators';
-import { Caller } from '../auth/caller';
+import { CurrentCaller, RequireScopes } from '../kernel/route-decorators';
+import { Caller } from '../kernel/caller';
 import { ApproversService } from './approvers.service';
 import { SetApproversDto } from './dto/set-approvers.dto';
 

@@ -1,11 +1,11 @@
 import { Injectable } from '@nestjs/common';
-import { Caller } from '../auth/caller';
+import { Caller } from '../kernel/caller';
 import { MailboxService } from '../mail/mailbox.service';
 import { MailboxApproverRepository } from './mailbox-approver.repository';
 
 /**
- * Who is mailed every new request of a mailbox (SPEC 11). An admin sees and sets the approvers of
- * its own mailboxes only; another tenant's mailbox answers as unknown (SPEC 8a).
+ * Who is mailed every new request of a mailbox (docs/approvers.md). An admin sees and sets the approvers of
+ * its own mailboxes only; another tenant's mailbox answers as unknown (docs/operators.md, "Limits and hardening").
  */
 @Injectable()
 export class ApproversService {

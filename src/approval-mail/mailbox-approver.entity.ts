@@ -1,7 +1,7 @@
 import { CreateDateColumn, Entity, JoinColumn, ManyToOne, PrimaryColumn } from 'typeorm';
 import { MailboxEntity } from '../mail/mailbox.entity';
 
-/** Someone who is mailed every new request of a mailbox, with links to decide it (SPEC 11). */
+/** Someone who is mailed every new request of a mailbox, with links to decide it (docs/approvers.md). */
 @Entity({ name: 'mailbox_approvers' })
 export class MailboxApproverEntity {
   @PrimaryColumn({ name: 'mailbox_id', type: 'text' })

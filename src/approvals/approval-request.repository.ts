@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { EntityManager, FindOptionsWhere, In, IsNull, Not, Repository } from 'typeorm';
-import { MailboxAccess } from '../auth/caller';
+import { MailboxAccess } from '../kernel/caller';
 import { ApprovalRequestEntity, RequestState } from './approval-request.entity';
 
 export interface RequestListFilter {
@@ -10,7 +10,10 @@ export interface RequestListFilter {
   state?: RequestState | readonly RequestState[];
   mailboxId?: string;
   limit: number;
-  /** Newest first by creation (the default, as the REST list and the pending list show them) or by decision (history). */
+  /**
+   * Newest first by creation (the default, as the REST list and the pending list show them) or by
+   * decision (history).
+   */
   newestBy?: 'created' | 'decided';
 }
 

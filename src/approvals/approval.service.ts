@@ -2,8 +2,8 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { MessageEntity } from '../mail/message.entity';
-import { Caller } from '../auth/caller';
-import { conflict, invalidRequest, notFound } from '../common/errors';
+import { Caller } from '../kernel/caller';
+import { conflict, invalidRequest, notFound } from '../kernel/errors';
 import { newId } from '../common/ids';
 import { EventLog } from '../events/event-log';
 import { MailboxService } from '../mail/mailbox.service';
@@ -69,7 +69,7 @@ export type RequestFilter = Omit<RequestListFilter, 'access'>;
 
 /**
  * Runs inside the transaction that creates a request, so what it writes commits (or rolls back)
- * with the request: approval by email queues its mails here (SPEC 11).
+ * with the request: approval by email queues its mails here (docs/approvers.md).
  */
 export type RequestCreatedHook = (manager: EntityManager, request: ApprovalRequestEntity) => Promise<void>;
 

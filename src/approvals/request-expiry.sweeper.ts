@@ -1,15 +1,17 @@
-import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
-import { PeriodicJob } from '../common/periodic-job';
+import { Injectable, Logger } from '@nestjs/common';
+import { PeriodicJob } from '../lifecycle/periodic-job';
 import { AppConfig } from '../config/app-config';
 import { ApprovalService } from './approval.service';
+import { BackgroundJob, Job } from '../lifecycle/background-job';
 
 /**
  * Expires overdue pending requests every ALCARTA_EXPIRY_SWEEP_SECONDS, so their waiters learn of
  * it without anyone reading the request. Started by the server (not by the CLI); safe to run on
  * every replica at once.
  */
+@Job('work')
 @Injectable()
-export class RequestExpirySweeper implements OnModuleDestroy {
+export class RequestExpirySweeper implements BackgroundJob {
   private readonly logger = new Logger(RequestExpirySweeper.name);
   private readonly job: PeriodicJob;
 
@@ -24,7 +26,7 @@ export class RequestExpirySweeper implements OnModuleDestroy {
     this.job.start();
   }
 
-  onModuleDestroy(): Promise<void> {
+  stop(): Promise<void> {
     return this.job.stop();
   }
 }

@@ -1,6 +1,6 @@
 import { Body, Controller, Get, HttpCode, Param, Post, Query } from '@nestjs/common';
-import { CurrentCaller, RequireScopes } from '../auth/auth.decorators';
-import { Caller } from '../auth/caller';
+import { CurrentCaller, RequireScopes } from '../kernel/route-decorators';
+import { Caller } from '../kernel/caller';
 import { PathId } from '../http/validation';
 import { ApprovalService } from './approval.service';
 import { DecideRequestDto } from './dto/decide-request.dto';

@@ -1,9 +1,9 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
-import { Caller } from '../auth/caller';
+import { Caller } from '../kernel/caller';
 import { CredentialRepository } from '../auth/credential.repository';
 import { principalId } from '../auth/oauth/principal-claims';
-import { AlcartaError } from '../common/errors';
+import { AlcartaError } from '../kernel/errors';
 import { MailboxService } from '../mail/mailbox.service';
 import { mailboxAddressOf } from '../mail/mailbox-address';
 import { ApprovalRequestEntity } from './approval-request.entity';

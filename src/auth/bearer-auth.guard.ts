@@ -1,12 +1,12 @@
 import { CanActivate, ExecutionContext, Injectable } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
-import { AlcartaError } from '../common/errors';
+import { AlcartaError } from '../kernel/errors';
 import { AppConfig } from '../config/app-config';
 import { RateLimiter } from '../http/rate-limiter';
-import { AuthenticatedRequest, PUBLIC_ROUTE, REQUIRED_SCOPES } from './auth.decorators';
-import { Caller } from './caller';
+import { AuthenticatedRequest, PUBLIC_ROUTE, REQUIRED_SCOPES } from '../kernel/route-decorators';
+import { Caller } from '../kernel/caller';
 import { OAuthAuthenticator } from './oauth/oauth-authenticator.service';
-import { Scope } from './scopes';
+import { Scope } from '../kernel/scopes';
 import { hashSecret } from './token-secret';
 import { TokenService } from './token.service';
 

@@ -2,8 +2,8 @@ import { Injectable, Logger } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { AppConfig } from '../config/app-config';
-import { OPERATOR } from './caller';
-import { SCOPES } from './scopes';
+import { OPERATOR } from '../kernel/caller';
+import { SCOPES } from '../kernel/scopes';
 import { TokenRepository } from './token.repository';
 import { TokenService } from './token.service';
 

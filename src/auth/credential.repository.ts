@@ -1,9 +1,9 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
-import { Caller } from './caller';
+import { Caller } from '../kernel/caller';
 import { TOKEN_LAPSED_SQL } from './credential-revocation';
-import { scopeSet } from './scopes';
+import { scopeSet } from '../kernel/scopes';
 
 interface CredentialRow {
   id: string;

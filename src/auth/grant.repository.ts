@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { ArrayContainedBy, EntityManager, FindOptionsWhere, Repository } from 'typeorm';
-import { MailboxAccess } from './caller';
+import { MailboxAccess } from '../kernel/caller';
 import { GrantEntity } from './grant.entity';
 import { PrincipalClaims } from './principal.repository';
 

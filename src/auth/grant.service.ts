@@ -1,11 +1,11 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { invalidRequest, notFound } from '../common/errors';
+import { invalidRequest, notFound } from '../kernel/errors';
 import { newId } from '../common/ids';
 import { hasUnstorableText } from '../common/text-safety';
 import { MailboxService } from '../mail/mailbox.service';
-import { Caller } from './caller';
+import { Caller } from '../kernel/caller';
 import { assignableMailboxes } from './mailbox-assignment';
 import { GrantRepository } from './grant.repository';
 import { grantView } from './grant.views';
@@ -26,9 +26,9 @@ export const PRINCIPAL_MAX_LENGTH = 500;
 /**
  * Grants of mailboxes to OAuth principals (`sub:…`, `client:…`, `group:…`). An OAuth principal
  * reaches the union of the mailboxes granted to its subject, its client and its groups. Grants are
- * administered like tokens (SPEC 8a): an admin bound to some mailboxes sees, creates and deletes
- * only grants within them. Grants are read from the database on every lookup, never cached, so a
- * deleted grant stops counting at once on every replica.
+ * administered like tokens (docs/operators.md, "Limits and hardening"): an admin bound to some
+ * mailboxes sees, creates and deletes only grants within them. Grants are read from the database on
+ * every lookup, never cached, so a deleted grant stops counting at once on every replica.
  */
 @Injectable()
 export class GrantService {
@@ -75,7 +75,8 @@ export class GrantService {
 
   /**
    * Deletes a grant within the actor's reach (others answer not_found, like unknown ones). Whoever
-   * loses a mailbox by it loses, in the same transaction, everything it holds (SPEC 8a).
+   * loses a mailbox by it loses, in the same transaction, everything it holds (docs/operators.md,
+   * "Limits and hardening").
    */
   async revoke(actor: Caller, grantId: string): Promise<void> {
     const grant = await this.grants.findById(grantId);

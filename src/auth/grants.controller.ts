@@ -1,7 +1,7 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post } from '@nestjs/common';
 import { PathId } from '../http/validation';
-import { CurrentCaller, RequireScopes } from './auth.decorators';
-import { Caller } from './caller';
+import { CurrentCaller, RequireScopes } from '../kernel/route-decorators';
+import { Caller } from '../kernel/caller';
 import { CreateGrantDto } from './dto/create-grant.dto';
 import { GrantService } from './grant.service';
 

@@ -1,10 +1,11 @@
-import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
+import { Injectable, Logger } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { PeriodicJob } from '../common/periodic-job';
+import { PeriodicJob } from '../lifecycle/periodic-job';
 import { AppConfig } from '../config/app-config';
 import { EventLog } from '../events/event-log';
 import { CredentialRevocationHooks } from './credential-revocation';
+import { BackgroundJob, Job } from '../lifecycle/background-job';
 
 /**
  * Ends what expired tokens still hold (stored waits, tasks) every ALCARTA_WAIT_RECHECK_SECONDS,
@@ -12,8 +13,9 @@ import { CredentialRevocationHooks } from './credential-revocation';
  * ended by the revocation itself; they are included here only as a safety net. Server only; safe
  * on every replica (the statements are conditional).
  */
+@Job('work')
 @Injectable()
-export class LapsedCredentialSweeper implements OnModuleDestroy {
+export class LapsedCredentialSweeper implements BackgroundJob {
   private readonly logger = new Logger(LapsedCredentialSweeper.name);
   private readonly job: PeriodicJob;
 
@@ -37,7 +39,7 @@ export class LapsedCredentialSweeper implements OnModuleDestroy {
     this.job.start();
   }
 
-  onModuleDestroy(): Promise<void> {
+  stop(): Promise<void> {
     return this.job.stop();
   }
 }

@@ -1,14 +1,15 @@
-import { AlcartaError, invalidRequest } from '../common/errors';
+import { AlcartaError, invalidRequest } from '../kernel/errors';
 import { MailboxService } from '../mail/mailbox.service';
-import { Caller } from './caller';
+import { Caller } from '../kernel/caller';
 
 /** What an admin hands mailboxes to, for the messages of a refusal. */
 export type MailboxAssignee = 'tokens' | 'grants';
 
 /**
- * The mailboxes an admin may hand to a new token or grant (SPEC 8a), de-duplicated: `["*"]` or a
- * non-empty list of existing ids, all within the admin's own mailboxes. Reach is checked before
- * existence, so a mailbox-bound admin cannot probe for other tenants' mailboxes.
+ * The mailboxes an admin may hand to a new token or grant (docs/operators.md, "Limits and
+ * hardening"), de-duplicated: `["*"]` or a non-empty list of existing ids, all within the admin's
+ * own mailboxes. Reach is checked before existence, so a mailbox-bound admin cannot probe for other
+ * tenants' mailboxes.
  */
 export async function assignableMailboxes(
   actor: Caller,

@@ -3,7 +3,8 @@ import { Column, CreateDateColumn, Entity, Index, PrimaryColumn, UpdateDateColum
 /**
  * An OAuth principal (`iss` + `sub`) that has signed in, with the claims of its newest access token
  * that decide what it reaches: what grants match (subject, client, groups) and its scopes. Lets any
- * replica act for the principal's stored waits, tickets and tasks without a token (SPEC 10).
+ * replica act for the principal's stored waits, tickets and tasks without a token
+ * (docs/operators.md, "Identity providers").
  */
 @Entity({ name: 'principals' })
 /** What a grant's principal is matched by when it is deleted (partial and GIN: owned by the migration). */

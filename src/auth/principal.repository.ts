@@ -1,7 +1,10 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 
-/** Who a JWT names, as grants match it (SPEC 10): its subject, its client, its groups. */
+/**
+ * Who a JWT names, as grants match it (docs/operators.md, "Identity providers"): its subject, its
+ * client, its groups.
+ */
 export interface PrincipalClaims {
   subject: string;
   clientId: string | null;

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { EventLog } from '../events/event-log';
-import { losesMailbox } from './caller';
+import { losesMailbox } from '../kernel/caller';
 import { CredentialRevocationHooks } from './credential-revocation';
 import { PrincipalClaimsRecord, PrincipalRepository, PrincipalSelector } from './principal.repository';
 
@@ -10,9 +10,9 @@ import { PrincipalClaimsRecord, PrincipalRepository, PrincipalSelector } from '.
 const REMEMBERED_PRINCIPALS = 10_000;
 
 /**
- * OAuth principals as credentials that outlive their access tokens (SPEC 10 "Binding"), and the
- * end of their access when a change takes a mailbox away from them (SPEC 8a: a deleted grant, or
- * newer claims that no longer match a grant).
+ * OAuth principals as credentials that outlive their access tokens (docs/operators.md, "Identity providers"), and the
+ * end of their access when a change takes a mailbox away from them (a deleted grant, or newer claims
+ * that no longer match a grant; docs/operators.md, "Limits and hardening").
  */
 @Injectable()
 export class PrincipalService {

@@ -1,8 +1,8 @@
 import { Controller, Get, Header, HttpCode, Options } from '@nestjs/common';
-import { AlcartaError } from '../common/errors';
+import { AlcartaError } from '../kernel/errors';
 import { AppConfig } from '../config/app-config';
-import { Public } from './auth.decorators';
-import { protectedResourceMetadata } from './protected-resource-metadata';
+import { Public } from '../kernel/route-decorators';
+import { protectedResourceMetadata } from '../kernel/protected-resource-metadata';
 
 /**
  * RFC 9728 discovery: where MCP clients learn which authorization server issues tokens for Alcarta.

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { randomBase62 } from '../common/ids';
 
-/** 48 base62 characters ≈ 285 bits, above the 256 bits the SPEC requires. */
+/** 48 base62 characters ≈ 285 bits, above the 256 bits a token secret must carry (docs/security.md). */
 const SECRET_LENGTH = 48;
 
 export const SECRET_SHAPE = /^alc_[0-9A-Za-z]{43,}$/;

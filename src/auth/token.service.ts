@@ -1,14 +1,14 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
-import { invalidRequest, notFound } from '../common/errors';
+import { invalidRequest, notFound } from '../kernel/errors';
 import { newId } from '../common/ids';
 import { EventLog } from '../events/event-log';
 import { MailboxService } from '../mail/mailbox.service';
-import { Caller } from './caller';
+import { Caller } from '../kernel/caller';
 import { assignableMailboxes } from './mailbox-assignment';
 import { CredentialRevocationHooks, hasLapsed } from './credential-revocation';
-import { isScope, scopeSet } from './scopes';
+import { isScope, scopeSet } from '../kernel/scopes';
 import { generateSecret, hashSecret, SECRET_SHAPE } from './token-secret';
 import { TokenRepository } from './token.repository';
 import { createdTokenView, tokenView } from './token.views';
@@ -24,9 +24,9 @@ export interface NewToken {
 }
 
 /**
- * Tokens, administered by `admin` callers within their own mailboxes (SPEC 8a): an admin bound to
- * some mailboxes sees, creates and revokes only tokens bound within them; only one bound to `*`
- * reaches every token.
+ * Tokens, administered by `admin` callers within their own mailboxes (docs/operators.md, "Limits
+ * and hardening"): an admin bound to some mailboxes sees, creates and revokes only tokens bound
+ * within them; only one bound to `*` reaches every token.
  */
 @Injectable()
 export class TokenService {

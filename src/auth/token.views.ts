@@ -19,7 +19,7 @@ export function tokenView(t: TokenColumns) {
   };
 }
 
-/** The create response (SPEC §7) has exactly these fields; it is the only place the secret appears. */
+/** The create response (docs/rest-api.md) has exactly these fields; it is the only place the secret appears. */
 export function createdTokenView(t: TokenEntity, secret: string) {
   return {
     token_id: t.id,

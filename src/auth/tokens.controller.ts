@@ -1,7 +1,7 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post } from '@nestjs/common';
 import { PathId } from '../http/validation';
-import { CurrentCaller, RequireScopes } from './auth.decorators';
-import { Caller } from './caller';
+import { CurrentCaller, RequireScopes } from '../kernel/route-decorators';
+import { Caller } from '../kernel/caller';
 import { CreateTokenDto } from './dto/create-token.dto';
 import { TokenService } from './token.service';
 

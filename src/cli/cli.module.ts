@@ -2,6 +2,7 @@ import { DynamicModule, Module } from '@nestjs/common';
 import { Logger } from 'pino';
 import { AuthModule } from '../auth/auth.module';
 import { AlcartaConfigModule, ConfigOptions } from '../config/config.module';
+import { ENTITIES } from '../schema/entities';
 import { DatabaseModule } from '../database/database.module';
 import { LifecycleModule } from '../lifecycle/lifecycle.module';
 import { LoggingModule } from '../logging/logging.module';
@@ -25,7 +26,7 @@ export class CliModule {
         // The mail module's sender authentication needs a resolver; the CLI never looks anything up.
         DnsModule.forRoot(),
         MetricsCoreModule,
-        DatabaseModule.forRoot(),
+        DatabaseModule.forRoot(ENTITIES),
         LifecycleModule,
         MailModule,
         AuthModule,

@@ -1,8 +1,8 @@
 import { INestApplicationContext } from '@nestjs/common';
-import { OPERATOR } from '../auth/caller';
+import { OPERATOR } from '../kernel/caller';
 import { GrantService } from '../auth/grant.service';
 import { TokenService } from '../auth/token.service';
-import { AlcartaError } from '../common/errors';
+import { AlcartaError } from '../kernel/errors';
 import { MigrationRunner } from '../database/migration-runner';
 import { MailboxService } from '../mail/mailbox.service';
 import { WriteCommand } from './command-line';

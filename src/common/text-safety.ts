@@ -1,11 +1,11 @@
-import { AlcartaError, invalidRequest } from './errors';
+import { AlcartaError, invalidRequest } from '../kernel/errors';
 
 /**
- * Text PostgreSQL cannot store, and JSON too deep to handle safely (SPEC 8a "No input produces a
- * 5xx"). PostgreSQL refuses the NUL character in `text` and `jsonb`, and a lone UTF-16 surrogate
- * either breaks `jsonb` (JSON.stringify writes it as a `\ud800` escape) or is silently turned into
- * U+FFFD on its way to `text`. JSON input (REST bodies, MCP arguments) containing either is refused;
- * inbound mail, whose bytes are the sender's, is repaired instead.
+ * Text PostgreSQL cannot store, and JSON too deep to handle safely (docs/operators.md, "Limits and
+ * hardening"). PostgreSQL refuses the NUL character in `text` and `jsonb`, and a lone UTF-16
+ * surrogate either breaks `jsonb` (JSON.stringify writes it as a `\ud800` escape) or is silently
+ * turned into U+FFFD on its way to `text`. JSON input (REST bodies, MCP arguments) containing
+ * either is refused; inbound mail, whose bytes are the sender's, is repaired instead.
  *
  * Every walk here is iterative: a body nested 100,000 deep must not overflow the stack.
  */

@@ -36,7 +36,7 @@ export class AppConfig {
   readonly waitRecheckMs: number;
   readonly keepaliveMs: number;
   readonly websockets: boolean;
-  /** The experimental Events extension at 2026-07-28 (SPEC 12). */
+  /** The experimental Events extension at 2026-07-28 (docs/agents.md, "Protocol revisions"). */
   readonly eventsExtension: boolean;
   readonly wsConnectTtlMs: number;
   readonly waitRetentionMs: number;
@@ -71,11 +71,11 @@ export class AppConfig {
   readonly smtpRetryMaxMs: number;
   readonly smtpRetryBaseMs: number;
   readonly outboxLeaseMs: number;
-  /** OpenID Connect sign-in to the console (SPEC 11); undefined: people paste a token. */
+  /** OpenID Connect sign-in to the console (docs/approvers.md); undefined: people paste a token. */
   readonly consoleOidc: { clientId: string; clientSecret: string | undefined } | undefined;
   /** Scopes every console session has besides those of its token. */
   readonly consoleDefaultScopes: readonly string[];
-  /** Undefined: only static `alc_` tokens (SPEC 10 off). */
+  /** Undefined: only static `alc_` tokens (no identity provider; docs/operators.md, "Identity providers"). */
   readonly oauth:
     | {
         issuer: string;

@@ -2,8 +2,8 @@ import { Controller, Get, Header, Param, Res } from '@nestjs/common';
 import { Response } from 'express';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Public } from '../auth/auth.decorators';
-import { AlcartaError } from '../common/errors';
+import { Public } from '../kernel/route-decorators';
+import { AlcartaError } from '../kernel/errors';
 import { CONSOLE_VIEWS_DIR } from './console-views';
 
 /** The console's own stylesheet, script and icon: a fixed list, read once, served from memory. */

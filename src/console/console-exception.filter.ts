@@ -1,6 +1,6 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@nestjs/common';
 import { Response } from 'express';
-import { AlcartaError } from '../common/errors';
+import { AlcartaError } from '../kernel/errors';
 import { AppConfig } from '../config/app-config';
 import { clientFacingError } from '../database/database-errors';
 import { RETRY_AFTER_SECONDS } from '../http/rest-exception.filter';

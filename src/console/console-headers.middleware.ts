@@ -3,7 +3,7 @@ import { NextFunction, Request, Response } from 'express';
 
 /**
  * Everything the console serves comes from this server: no inline script, no remote asset, no
- * framing by other sites (SPEC 11). A draft's HTML is shown in a sandboxed `srcdoc` frame, which
+ * framing by other sites (docs/approvers.md). A draft's HTML is shown in a sandboxed `srcdoc` frame, which
  * inherits this policy, so it can neither run script nor load anything remote.
  */
 export const CONSOLE_CSP = [

@@ -1,9 +1,9 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { timingSafeEqual } from 'node:crypto';
 import type * as OpenIdClient from 'openid-client' with { 'resolution-mode': 'import' };
-import { Caller } from '../auth/caller';
+import { Caller } from '../kernel/caller';
 import { OAuthAuthenticator } from '../auth/oauth/oauth-authenticator.service';
-import { AlcartaError } from '../common/errors';
+import { AlcartaError } from '../kernel/errors';
 import { AppConfig } from '../config/app-config';
 import { ConsoleSessionService } from './console-session.service';
 
@@ -41,7 +41,7 @@ interface Discovered {
 const CONSOLE_SCOPES = ['approvals:read', 'approvals:decide'];
 
 /**
- * OpenID Connect sign-in to the console (SPEC 11): authorization code with PKCE at the configured
+ * OpenID Connect sign-in to the console (docs/approvers.md): authorization code with PKCE at the configured
  * issuer, for an access token whose audience is Alcarta (RFC 8707 resource `<public URL>/mcp`).
  * That token goes through the same OAuthAuthenticator as any MCP request, which records the
  * principal; the session then holds the principal (`prn_…`), not the token, so the grants of the

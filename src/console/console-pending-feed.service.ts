@@ -1,8 +1,8 @@
 import { Injectable, OnModuleDestroy } from '@nestjs/common';
 import { Response } from 'express';
 import { createHash } from 'node:crypto';
-import { Caller } from '../auth/caller';
-import { AlcartaError } from '../common/errors';
+import { Caller } from '../kernel/caller';
+import { AlcartaError } from '../kernel/errors';
 import { AppConfig } from '../config/app-config';
 import { Doorbell } from '../events/doorbell';
 import { DoorbellListener, DoorbellSubscriber } from '../events/doorbell-listener';
@@ -39,7 +39,7 @@ interface OpenStream {
 }
 
 /**
- * The live pending list of SPEC 11, over Server-Sent Events. Each open stream parks one
+ * The live pending list of the console (docs/approvers.md), over Server-Sent Events. Each open stream parks one
  * RequestFeedWaiter in the wait engine, so it is woken by the same `request` doorbells as the
  * agents' waits (no polling, no connection of its own), ends when its token loses its access or the
  * replica drains, and is re-read at the engine's safety re-check. A sign-out ends the session's

@@ -1,6 +1,6 @@
 import { Body, Controller, Get, Param, Post, Query, Req, Res, UseFilters, UseGuards } from '@nestjs/common';
 import { Request, Response } from 'express';
-import { Public } from '../auth/auth.decorators';
+import { Public } from '../kernel/route-decorators';
 import { PathId } from '../http/validation';
 import { ConsoleExceptionFilter } from './console-exception.filter';
 import { ConsolePendingFeedService } from './console-pending-feed.service';

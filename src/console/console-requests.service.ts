@@ -3,9 +3,9 @@ import { RequestState } from '../approvals/approval-request.entity';
 import { ApprovalService, RequestFilter } from '../approvals/approval.service';
 import { describeRemoved, draftDocument } from '../approvals/draft-sanitizer';
 import { CONTENT_SHA256_PATTERN } from '../approvals/request-content';
-import { Caller } from '../auth/caller';
+import { Caller } from '../kernel/caller';
 import { CredentialRepository } from '../auth/credential.repository';
-import { AlcartaError, invalidRequest } from '../common/errors';
+import { AlcartaError, invalidRequest } from '../kernel/errors';
 import { hasUnstorableText } from '../common/text-safety';
 import { MailboxService } from '../mail/mailbox.service';
 

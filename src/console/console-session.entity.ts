@@ -1,7 +1,7 @@
 import { Column, CreateDateColumn, Entity, Index, PrimaryColumn } from 'typeorm';
 
 /**
- * A person signed in to the console (SPEC 11), behind an HttpOnly cookie that holds the secret.
+ * A person signed in to the console (docs/approvers.md), behind an HttpOnly cookie that holds the secret.
  * What the person may see and decide is read from the credential at each request: a static token
  * (token sign-in) or an OAuth principal (`prn_…`, OpenID Connect sign-in).
  */

@@ -1,17 +1,19 @@
-import { Injectable, OnModuleDestroy } from '@nestjs/common';
-import { Housekeeping } from '../common/housekeeping';
+import { Injectable } from '@nestjs/common';
+import { Housekeeping } from '../lifecycle/housekeeping';
 import { AppConfig } from '../config/app-config';
 import { DrainState } from '../lifecycle/drain-state';
 import { ConsoleSessionRepository } from './console-session.repository';
 import { SESSION_LIFETIME_MS } from './console-session.service';
+import { BackgroundJob, Job } from '../lifecycle/background-job';
 
 /**
  * Deletes console sessions that expired more than SESSION_LIFETIME_MS ago (every
  * ALCARTA_HOUSEKEEPING_SECONDS). Until then an expired session stays, so that a person coming
  * back is told their session expired rather than asked to sign in without a word.
  */
+@Job('work')
 @Injectable()
-export class ConsoleSessionHousekeeping implements OnModuleDestroy {
+export class ConsoleSessionHousekeeping implements BackgroundJob {
   private readonly housekeeping: Housekeeping;
 
   constructor(config: AppConfig, drain: DrainState, sessions: ConsoleSessionRepository) {
@@ -24,7 +26,7 @@ export class ConsoleSessionHousekeeping implements OnModuleDestroy {
     this.housekeeping.start();
   }
 
-  onModuleDestroy(): Promise<void> {
+  stop(): Promise<void> {
     return this.housekeeping.stop();
   }
 }

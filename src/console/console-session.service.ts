@@ -2,9 +2,9 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { DataSource } from 'typeorm';
-import { Caller } from '../auth/caller';
+import { Caller } from '../kernel/caller';
 import { CredentialRepository } from '../auth/credential.repository';
-import { scopeSet } from '../auth/scopes';
+import { scopeSet } from '../kernel/scopes';
 import { TokenService } from '../auth/token.service';
 import { AppConfig } from '../config/app-config';
 import { EventLog } from '../events/event-log';
@@ -37,7 +37,7 @@ export type SignInResult =
   | { readonly ok: false; readonly problem: 'unknown_token' | 'missing_scope' };
 
 /**
- * Console sessions (SPEC 11): the cookie holds a random secret, the database only its SHA-256,
+ * Console sessions (docs/approvers.md): the cookie holds a random secret, the database only its SHA-256,
  * so any replica serves any click and deleting the row ends the session everywhere. The session
  * stores only the credential's id: scopes and mailboxes are read again at every request, so a
  * revoked token ends its sessions at the next click. CSRF tokens are an HMAC of the session

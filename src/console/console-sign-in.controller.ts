@@ -1,6 +1,6 @@
 import { Body, Controller, Get, Post, Query, Req, Res, UseFilters, UseGuards } from '@nestjs/common';
 import { Request, Response } from 'express';
-import { Public } from '../auth/auth.decorators';
+import { Public } from '../kernel/route-decorators';
 import { AppConfig } from '../config/app-config';
 import { clearSessionCookie, setSessionCookie } from './console-cookie';
 import { ConsoleExceptionFilter } from './console-exception.filter';

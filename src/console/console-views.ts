@@ -7,7 +7,7 @@ import { AppConfig } from '../config/app-config';
 export const CONSOLE_VIEWS_DIR = join(__dirname, 'views');
 
 /**
- * The console's server-rendered pages (SPEC 11): Eta templates under `views/`, every value escaped
+ * The console's server-rendered pages (docs/approvers.md): Eta templates under `views/`, every value escaped
  * unless a template says otherwise, each page inside `layout.eta`. Templates are compiled once and
  * cached.
  */

@@ -29,7 +29,7 @@ import { ConsoleMetrics } from './console.metrics';
 /** Forms post `application/x-www-form-urlencoded`; the application's own parsers read JSON only. */
 const FORM_BODY_LIMIT = '32kb';
 
-/** The approver console (SPEC 11): server-rendered pages at /console for the people who decide. */
+/** The approver console (docs/approvers.md): server-rendered pages at /console for the people who decide. */
 @Module({
   imports: [
     TypeOrmModule.forFeature([ConsoleSessionEntity]),

@@ -1,7 +1,12 @@
 import { join } from 'node:path';
 import { TypeOrmModuleOptions } from '@nestjs/typeorm';
 import { boundedPg } from './bounded-pool';
-import { ENTITIES } from './entities';
+
+/**
+ * Every table's entity class. The list is owned above the feature modules (src/schema/entities.ts)
+ * and handed down, so the database module depends on none of the modules whose tables it serves.
+ */
+export type TableEntities = readonly (new () => object)[];
 
 /**
  * The migrations: compiled into dist/migrations/ beside the build, or the TypeScript files of
@@ -16,11 +21,11 @@ const MIGRATIONS = __filename.endsWith('.ts')
  * tests. The schema is owned by the migrations in `migrations/`;
  * `synchronize` stays off everywhere.
  */
-export function dataSourceOptions(url: string, poolSize: number): TypeOrmModuleOptions {
+export function dataSourceOptions(url: string, poolSize: number, entities: TableEntities): TypeOrmModuleOptions {
   return {
     type: 'postgres',
     url,
-    entities: ENTITIES,
+    entities: [...entities],
     migrations: [MIGRATIONS],
     migrationsTableName: 'schema_migrations',
     synchronize: false,

@@ -1,5 +1,5 @@
 import { QueryRunnerAlreadyReleasedError, QueryRunnerProviderAlreadyReleasedError } from 'typeorm';
-import { AlcartaError } from '../common/errors';
+import { AlcartaError } from '../kernel/errors';
 
 /**
  * What a failed database call means for the client that caused it. The services prevent these

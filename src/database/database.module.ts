@@ -1,13 +1,14 @@
 import { DynamicModule, Global, Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { AppConfig } from '../config/app-config';
-import { dataSourceOptions } from './data-source-options';
+import { dataSourceOptions, TableEntities } from './data-source-options';
 import { MigrationRunner } from './migration-runner';
 
 @Global()
 @Module({})
 export class DatabaseModule {
-  static forRoot(): DynamicModule {
+  /** `entities`: every table's entity (src/schema/entities.ts), given by the application that opens the database. */
+  static forRoot(entities: TableEntities): DynamicModule {
     return {
       module: DatabaseModule,
       imports: [
@@ -15,7 +16,7 @@ export class DatabaseModule {
           inject: [AppConfig],
           useFactory: (config: AppConfig) => {
             if (!config.databaseUrl) throw new Error('DATABASE_URL is not set and no embedded database was started');
-            return dataSourceOptions(config.databaseUrl, config.dbPoolSize);
+            return dataSourceOptions(config.databaseUrl, config.dbPoolSize, entities);
           },
         }),
       ],

@@ -1,4 +1,4 @@
-import { invalidRequest } from '../common/errors';
+import { invalidRequest } from '../kernel/errors';
 
 const PREFIX = 'dc1.';
 const BODY = /^(\d{1,19}):(\d{1,19})$/;

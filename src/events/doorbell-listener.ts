@@ -1,9 +1,10 @@
-import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
+import { Injectable, Logger } from '@nestjs/common';
 import { Client } from 'pg';
 import { AppConfig } from '../config/app-config';
 import { CONNECT_TIMEOUT_MS } from '../database/bounded-pool';
 import { Metrics } from '../metrics/metrics';
 import { decodeDoorbell, Doorbell, DOORBELL_CHANNEL } from './doorbell';
+import { BackgroundJob, Job } from '../lifecycle/background-job';
 
 const RETRY_MIN_MS = 100;
 const RETRY_MAX_MS = 5_000;
@@ -27,8 +28,9 @@ export interface DoorbellSubscriber {
  * When the connection drops it reconnects by itself with backoff; once listening again it tells the
  * subscriber, because PostgreSQL does not replay notifications missed in between.
  */
+@Job('listen')
 @Injectable()
-export class DoorbellListener implements OnModuleDestroy {
+export class DoorbellListener implements BackgroundJob {
   private readonly logger = new Logger(DoorbellListener.name);
   private client: Client | undefined;
   private readonly subscribers: DoorbellSubscriber[] = [];
@@ -64,7 +66,7 @@ export class DoorbellListener implements OnModuleDestroy {
     await this.connect();
   }
 
-  async onModuleDestroy(): Promise<void> {
+  async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.retryTimer);
     const client = this.client;

@@ -11,12 +11,12 @@ export interface MessageEventPayload {
   from: string;
   subject: string;
   received_at: string;
-  /** Inbound mail only (SPEC 9). */
+  /** Inbound mail only (docs/mail.md). */
   authentication?: { spf: string; dkim: string; dmarc: string; arc: string };
   from_verified?: boolean;
 }
 
-/** A change of an outbound message's delivery status (SPEC 9). */
+/** A change of an outbound message's delivery status (docs/mail.md). */
 export interface DeliveryEventPayload {
   type: 'message_delivery_changed';
   mailbox_id: string;

@@ -1,8 +1,9 @@
-import { Injectable, OnModuleDestroy } from '@nestjs/common';
-import { Housekeeping } from '../common/housekeeping';
+import { Injectable } from '@nestjs/common';
+import { Housekeeping } from '../lifecycle/housekeeping';
 import { AppConfig } from '../config/app-config';
 import { DrainState } from '../lifecycle/drain-state';
 import { EventRepository } from './event.repository';
+import { BackgroundJob, Job } from '../lifecycle/background-job';
 
 /** One deletion window: a busy hour's events are a few hundred batches at most. */
 export const RETENTION_WINDOW_MS = 3600 * 1000;
@@ -28,8 +29,9 @@ export function retentionWindow(
  * oldest first (each window starts at the oldest event left, so gaps in the history cost nothing),
  * and stops between windows when the replica drains (the next run carries on).
  */
+@Job('work')
 @Injectable()
-export class EventRetentionHousekeeping implements OnModuleDestroy {
+export class EventRetentionHousekeeping implements BackgroundJob {
   private readonly housekeeping: Housekeeping;
 
   constructor(
@@ -46,7 +48,7 @@ export class EventRetentionHousekeeping implements OnModuleDestroy {
     this.housekeeping.start();
   }
 
-  onModuleDestroy(): Promise<void> {
+  stop(): Promise<void> {
     return this.housekeeping.stop();
   }
 

@@ -43,7 +43,7 @@ export class EventEntity {
   @JoinColumn({ name: 'request_id', foreignKeyConstraintName: 'events_request_id_fkey' })
   request?: unknown;
 
-  /** The event exactly as wait results show it (SPEC §1). */
+  /** The event exactly as wait results show it (docs/agents.md, "Concepts"). */
   @Column({ type: 'jsonb' })
   payload: Record<string, unknown>;
 

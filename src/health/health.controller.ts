@@ -1,6 +1,6 @@
 import { Controller, Get } from '@nestjs/common';
 import { HealthCheck, HealthCheckService, TypeOrmHealthIndicator } from '@nestjs/terminus';
-import { Public } from '../auth/auth.decorators';
+import { Public } from '../kernel/route-decorators';
 import { ReadinessIndicator } from './readiness.indicator';
 
 @Controller('health')

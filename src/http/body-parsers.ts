@@ -2,7 +2,7 @@ import { ErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import express, { NextFunction, Request, RequestHandler, Response } from 'express';
 import { findJsonProblem, invalidCharacters, MAX_JSON_DEPTH } from '../common/text-safety';
 import { AppConfig } from '../config/app-config';
-import { isMcpPath, refusalOf } from '../mcp/json-rpc';
+import { isMcpPath, refusalOf } from '../kernel/json-rpc';
 
 const INGEST_PATH = /^\/v1\/mailboxes\/[^/]+\/messages\/?$/;
 
@@ -13,15 +13,16 @@ interface BodyParserError {
 }
 
 /**
- * One body parser per kind of route, with the size limits of SPEC §7: ingest takes JSON or raw
- * `message/rfc822` up to ALCARTA_MAX_INGEST_BYTES, everything else JSON up to ALCARTA_MAX_BODY_BYTES.
- * Parser failures are answered here, in the dialect of the route (JSON-RPC for /mcp), instead of
- * reaching Express's default HTML error page.
+ * One body parser per kind of route, with the size limits of the REST API (docs/rest-api.md):
+ * ingest takes JSON or raw `message/rfc822` up to ALCARTA_MAX_INGEST_BYTES, everything else JSON up
+ * to ALCARTA_MAX_BODY_BYTES. Parser failures are answered here, in the dialect of the route
+ * (JSON-RPC for /mcp), instead of reaching Express's default HTML error page.
  *
- * Before routing, a parsed JSON body is also checked for what no handler should meet (SPEC 8a):
- * nesting deeper than MAX_JSON_DEPTH (class-transformer and the validators recurse), and, on REST
- * routes, text PostgreSQL cannot store (NUL, lone surrogates) in any value or key, and in the query
- * string. On /mcp the text is checked per tool call instead, so the answer can be a tool error.
+ * Before routing, a parsed JSON body is also checked for what no handler should meet
+ * (docs/operators.md, "Limits and hardening"): nesting deeper than MAX_JSON_DEPTH
+ * (class-transformer and the validators recurse), and, on REST routes, text PostgreSQL cannot store
+ * (NUL, lone surrogates) in any value or key, and in the query string. On /mcp the text is checked
+ * per tool call instead, so the answer can be a tool error.
  */
 export function bodyParsers(config: AppConfig): RequestHandler {
   const json = express.json({ limit: config.maxBodyBytes });

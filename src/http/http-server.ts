@@ -21,15 +21,15 @@ export function connectionLimits(config: AppConfig): ConnectionLimits {
 }
 
 /**
- * Nest's Express adapter with an HTTP server built for slow and stuck clients (SPEC 8a). Node
- * enforces `headersTimeout` and `requestTimeout` only when it checks its connections, every
- * `connectionsCheckingInterval` (30 s by default, a constructor option): that is why the server is
- * created here instead of by Nest. Once a request has arrived in full, neither limit applies any
- * more, so a parked wait (its response open for hours) and an upgraded websocket are not cut.
- * It listens with ALCARTA_LISTEN_BACKLOG: with Node's default of 511, a burst of thousands of new
- * connections (agents opening their waits at once) overflows the kernel's accept queue, and the
- * dropped connection attempts come back only after TCP's retransmission delays (1 s, 3 s, 7 s),
- * beyond many clients' connect timeouts.
+ * Nest's Express adapter with an HTTP server built for slow and stuck clients (docs/operators.md,
+ * "Limits and hardening"). Node enforces `headersTimeout` and `requestTimeout` only when it checks
+ * its connections, every `connectionsCheckingInterval` (30 s by default, a constructor option):
+ * that is why the server is created here instead of by Nest. Once a request has arrived in full,
+ * neither limit applies any more, so a parked wait (its response open for hours) and an upgraded
+ * websocket are not cut. It listens with ALCARTA_LISTEN_BACKLOG: with Node's default of 511, a
+ * burst of thousands of new connections (agents opening their waits at once) overflows the kernel's
+ * accept queue, and the dropped connection attempts come back only after TCP's retransmission
+ * delays (1 s, 3 s, 7 s), beyond many clients' connect timeouts.
  */
 export class AlcartaExpressAdapter extends ExpressAdapter {
   private unread: UnreadResponseGuard | undefined;

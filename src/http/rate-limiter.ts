@@ -1,4 +1,7 @@
-/** Keys (credentials, client addresses) tracked at once per limiter; beyond it, idle (full) buckets are dropped first. */
+/**
+ * Keys (credentials, client addresses) tracked at once per limiter; beyond it, idle (full) buckets
+ * are dropped first.
+ */
 const MAX_BUCKETS = 10_000;
 
 interface Bucket {
@@ -8,9 +11,9 @@ interface Bucket {
 
 /**
  * Token buckets in memory, one per key (a credential, a client address): `perSecond` requests per
- * second, bursts of `capacity` (by default twice the rate). Each replica limits on its own (SPEC 8a:
- * per credential and replica). A request takes one token when it arrives, so a wait that stays
- * parked for an hour cost one request.
+ * second, bursts of `capacity` (by default twice the rate). Each replica limits on its own (per
+ * credential and replica, docs/operators.md, "Limits and hardening"). A request takes one token
+ * when it arrives, so a wait that stays parked for an hour cost one request.
  */
 export class RateLimiter {
   private readonly buckets = new Map<string, Bucket>();

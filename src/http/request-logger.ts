@@ -1,6 +1,6 @@
 import { NextFunction, Request, RequestHandler, Response } from 'express';
 import { Logger } from 'pino';
-import { AuthenticatedRequest } from '../auth/auth.decorators';
+import { AuthenticatedRequest } from '../kernel/route-decorators';
 import { maskSecretPath } from '../logging/secret-masking';
 
 /**

@@ -1,12 +1,12 @@
 import { ErrorCode as JsonRpcErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
 import { Request, Response } from 'express';
-import { AlcartaError, ErrorCode } from '../common/errors';
-import { insufficientScopeChallenge, unauthorizedChallenge } from '../auth/protected-resource-metadata';
+import { AlcartaError, ErrorCode } from '../kernel/errors';
+import { insufficientScopeChallenge, unauthorizedChallenge } from '../kernel/protected-resource-metadata';
 import { AppConfig } from '../config/app-config';
 import { databaseFailureError } from '../database/database-errors';
 import { maskSecretPath, maskSecretsInEcho } from '../logging/secret-masking';
-import { isMcpPath, refusalOf, SERVER_ERROR } from '../mcp/json-rpc';
+import { isMcpPath, refusalOf, SERVER_ERROR } from '../kernel/json-rpc';
 
 const STATUS: Record<ErrorCode, HttpStatus> = {
   invalid_request: HttpStatus.BAD_REQUEST,
@@ -22,7 +22,10 @@ const STATUS: Record<ErrorCode, HttpStatus> = {
 /** Seconds a client should wait before retrying a 503 (database outage, draining) that names no other time. */
 export const RETRY_AFTER_SECONDS = 5;
 
-/** JSON-RPC error codes for HTTP-level refusals of /mcp: the body stays JSON-RPC (SPEC 8a). */
+/**
+ * JSON-RPC error codes for HTTP-level refusals of /mcp: the body stays JSON-RPC (docs/operators.md,
+ * "Limits and hardening").
+ */
 const JSONRPC_CODE: Partial<Record<number, number>> = {
   400: JsonRpcErrorCode.InvalidParams,
   429: SERVER_ERROR,

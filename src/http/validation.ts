@@ -1,7 +1,7 @@
 import { PipeTransform, ValidationError, ValidationPipe } from '@nestjs/common';
 import { plainToInstance } from 'class-transformer';
 import { validate } from 'class-validator';
-import { AlcartaError, invalidRequest, notFound } from '../common/errors';
+import { AlcartaError, invalidRequest, notFound } from '../kernel/errors';
 import { hasIdShape, IdPrefix } from '../common/ids';
 
 const VALIDATOR_OPTIONS = { whitelist: true, forbidNonWhitelisted: true, forbidUnknownValues: true };

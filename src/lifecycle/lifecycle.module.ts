@@ -1,6 +1,8 @@
 import { Global, Module } from '@nestjs/common';
+import { DiscoveryModule } from '@nestjs/core';
+import { BackgroundJobs } from './background-job';
 import { DrainState } from './drain-state';
 
 @Global()
-@Module({ providers: [DrainState], exports: [DrainState] })
+@Module({ imports: [DiscoveryModule], providers: [DrainState, BackgroundJobs], exports: [DrainState, BackgroundJobs] })
 export class LifecycleModule {}

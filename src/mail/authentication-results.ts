@@ -1,7 +1,7 @@
 import { AuthenticationResult, MessageAuthentication, SenderVerdict } from './message-authentication';
 
 /**
- * How mailauth's result words become the seven values of SPEC 9 (RFC 8601). mailauth also answers:
+ * How mailauth's result words become the seven values of docs/mail.md (RFC 8601). mailauth also answers:
  * - `policy` (a DKIM key shorter than 1024 bits: the signature may verify, but the key is too weak
  *   to trust) → `permerror`: a lasting fault of the signer's DNS that no retry changes;
  * - `temperr` (an older spelling) → `temperror`;

@@ -20,7 +20,7 @@ export interface InboundMessage {
 
 /**
  * How much of an inbound message's header values is stored. Longer values are cut, never refused
- * (SPEC 8a): the headers are the sender's, and mail must not bounce for them.
+ * (docs/operators.md, "Limits and hardening"): the headers are the sender's, and mail must not bounce for them.
  */
 export const INBOUND_LIMITS = {
   /**
@@ -58,7 +58,7 @@ export function withinInboundLimits(message: InboundMessage): InboundMessage {
 
 /**
  * The message with every NUL and lone surrogate replaced by U+FFFD: raw mail is stored as the
- * sender wrote it, as far as PostgreSQL can hold it (SPEC 8a).
+ * sender wrote it, as far as PostgreSQL can hold it (docs/operators.md, "Limits and hardening").
  */
 export function repairedInbound(message: InboundMessage): InboundMessage {
   const opt = (value: string | null) => (value === null ? null : repairText(value));

@@ -1,8 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { EntityManager, In, QueryFailedError, Repository } from 'typeorm';
-import { MailboxAccess } from '../auth/caller';
-import { conflict } from '../common/errors';
+import { MailboxAccess } from '../kernel/caller';
+import { conflict } from '../kernel/errors';
 import { MailboxEntity } from './mailbox.entity';
 
 const UNIQUE_VIOLATION = '23505';

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
-import { Caller } from '../auth/caller';
-import { AlcartaError, notFound } from '../common/errors';
+import { Caller } from '../kernel/caller';
+import { AlcartaError, notFound } from '../kernel/errors';
 import { newId } from '../common/ids';
 import { MailboxEntity } from './mailbox.entity';
 import { MailboxRepository } from './mailbox.repository';
@@ -12,8 +12,9 @@ export class MailboxService {
   constructor(private readonly mailboxes: MailboxRepository) {}
 
   /**
-   * Only an admin bound to `*` creates mailboxes (SPEC 8a): one bound to some mailboxes administers
-   * just those. Addresses are stored lower-case so that one address cannot become two mailboxes.
+   * Only an admin bound to `*` creates mailboxes (docs/operators.md, "Limits and hardening"): one
+   * bound to some mailboxes administers just those. Addresses are stored lower-case so that one
+   * address cannot become two mailboxes.
    */
   async create(actor: Caller, address: string, name: string | null) {
     if (!actor.mailboxAccess.all) {

@@ -1,6 +1,6 @@
 import { Body, Controller, Get, Post } from '@nestjs/common';
-import { CurrentCaller, RequireScopes } from '../auth/auth.decorators';
-import { Caller } from '../auth/caller';
+import { CurrentCaller, RequireScopes } from '../kernel/route-decorators';
+import { Caller } from '../kernel/caller';
 import { CreateMailboxDto } from './dto/create-mailbox.dto';
 import { MailboxService } from './mailbox.service';
 

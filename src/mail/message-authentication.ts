@@ -11,7 +11,7 @@ export const AUTHENTICATION_RESULTS: readonly AuthenticationResult[] = [
   'permerror',
 ];
 
-/** What SPEC 9 shows on a message and in its `message_received` event. */
+/** What sender authentication (docs/mail.md) shows on a message and in its `message_received` event. */
 export interface MessageAuthentication {
   spf: AuthenticationResult;
   dkim: AuthenticationResult;

@@ -1,4 +1,4 @@
-import { invalidRequest } from '../common/errors';
+import { invalidRequest } from '../kernel/errors';
 
 const PREFIX = 'mc1.';
 const MAX_CURSOR_LENGTH = 256 * 1024;

@@ -1,8 +1,8 @@
 import { Body, Controller, Param, Post, Req } from '@nestjs/common';
 import { Request } from 'express';
-import { CurrentCaller, RequireScopes } from '../auth/auth.decorators';
-import { Caller } from '../auth/caller';
-import { invalidRequest } from '../common/errors';
+import { CurrentCaller, RequireScopes } from '../kernel/route-decorators';
+import { Caller } from '../kernel/caller';
+import { invalidRequest } from '../kernel/errors';
 import { PathId, validateBody } from '../http/validation';
 import { IngestMessageDto } from './dto/ingest-message.dto';
 import { InboundMessage } from './inbound-message';

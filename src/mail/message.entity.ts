@@ -57,7 +57,7 @@ export class MessageEntity {
   @Column({ name: 'references_header', type: 'text', array: true, default: () => "'{}'" })
   references: string[];
 
-  /** Sender authentication of inbound mail (SPEC 9); all `none` for JSON ingest and outbound mail. */
+  /** Sender authentication of inbound mail (docs/mail.md); all `none` for JSON ingest and outbound mail. */
   @Column({ type: 'jsonb' })
   authentication: MessageAuthentication;
 

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { EntityManager, In, MoreThan, Repository } from 'typeorm';
-import { MailboxAccess } from '../auth/caller';
+import { MailboxAccess } from '../kernel/caller';
 import { MessageEntity } from './message.entity';
 
 @Injectable()

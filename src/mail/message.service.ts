@@ -1,8 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
-import { Caller } from '../auth/caller';
-import { notFound } from '../common/errors';
+import { Caller } from '../kernel/caller';
+import { notFound } from '../kernel/errors';
 import { newId } from '../common/ids';
 import { EventLog } from '../events/event-log';
 import { InboundMessage, withinInboundLimits } from './inbound-message';

@@ -1,7 +1,7 @@
 import { MailboxEntity } from './mailbox.entity';
 import { MessageEntity } from './message.entity';
 
-/** The JSON shapes of SPEC §3.1, used alike by the MCP tools and the REST API. */
+/** The JSON shapes of the tools (docs/agents.md, "Tools"), used alike by the MCP tools and the REST API. */
 export function mailboxView(m: Pick<MailboxEntity, 'id' | 'address' | 'name'>) {
   return { mailbox_id: m.id, address: m.address, name: m.name };
 }

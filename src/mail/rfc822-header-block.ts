@@ -1,9 +1,10 @@
 import { Transform, TransformCallback } from 'node:stream';
 
 /**
- * mailparser refuses a message whose header block costs more than 1 MiB (every line counts at
- * least 64 bytes), but SPEC 8a wants over-long headers of inbound mail stored cut, never refused.
- * So a header block above half that cost is rewritten before parsing, to what Alcarta reads:
+ * mailparser refuses a message whose header block costs more than 1 MiB (every line counts at least
+ * 64 bytes), but over-long headers of inbound mail are stored cut, never refused
+ * (docs/operators.md, "Limits and hardening"). So a header block above half that cost is rewritten
+ * before parsing, to what Alcarta reads:
  *  - the first of each field Alcarta uses (From, To, Cc, Subject, Message-ID, In-Reply-To,
  *    References, Date, MIME-Version, Content-*) is always kept, then other fields in order while
  *    the budget lasts;

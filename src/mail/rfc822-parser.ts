@@ -1,7 +1,7 @@
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { AddressObject, AttachmentStream, Headers, MailParser, MessageText } from 'mailparser';
-import { invalidRequest } from '../common/errors';
+import { invalidRequest } from '../kernel/errors';
 import { deliveryReportOf, ReportPart, REPORT_PART_TYPES } from './delivery-report';
 import { InboundMessage, repairedInbound } from './inbound-message';
 import { HeaderBlockBounder } from './rfc822-header-block';

@@ -34,7 +34,7 @@ const UNREADABLE: CheckOutcomes = { dkim: ['permerror'], arc: 'permerror', dmarc
 export const MAX_CHECKED_HEADER_LINES = 2000;
 
 /**
- * Sender authentication of an inbound message (SPEC 9): SPF (with an SMTP context only), DKIM,
+ * Sender authentication of an inbound message (docs/mail.md): SPF (with an SMTP context only), DKIM,
  * DMARC and ARC, with mailauth's checks. They are called one by one rather than through
  * mailauth's `authenticate()`, which always runs SPF (without an SMTP client it would look up a
  * made-up domain), also fetches BIMI logos over HTTPS and seals ARC; and so that DNS trouble in

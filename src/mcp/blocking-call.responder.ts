@@ -3,16 +3,16 @@ import { CallToolRequestSchema, ErrorCode, JSONRPCRequestSchema, McpError } from
 import type { CallToolRequest, JSONRPCMessage, RequestId } from '@modelcontextprotocol/sdk/types.js';
 import { isSpecType, SERVER_INFO_META_KEY } from '@modelcontextprotocol/server';
 import { Request, Response } from 'express';
-import { Caller } from '../auth/caller';
+import { Caller } from '../kernel/caller';
 import { AppConfig } from '../config/app-config';
 import { stringifyOnce } from '../common/json-once';
 import { CallCancellations } from './call-cancellations';
-import { jsonRpcError } from './json-rpc';
+import { jsonRpcError } from '../kernel/json-rpc';
 import { progressNotifier } from './progress';
-import { clientCapabilities, declaresExtension } from './modern/modern-extension';
-import { ModernRequestClassifier, singleHeader, withoutOws } from './modern/modern-request-classifier';
-import { TASKS_EXTENSION_ID } from './modern/tasks-extension';
-import { MODERN_REVISION, ProtocolRevision, TASKS_REVISION } from './protocol-revision';
+import { clientCapabilities, declaresExtension } from './revision-2026-07-28/extension';
+import { Revision20260728RequestClassifier, singleHeader, withoutOws } from './revision-2026-07-28/request-classifier';
+import { TASKS_EXTENSION_ID } from './revision-2026-07-28/tasks-extension';
+import { REVISION_2026_07_28, ProtocolRevision, TASKS_REVISION } from './protocol-revision';
 import { SERVER_INFO } from './server-identity';
 import { ToolCatalog } from './tool-catalog';
 
@@ -29,7 +29,7 @@ export type BlockingCall = CallToolRequest & { id: RequestId };
 
 /**
  * Client capabilities that make a 2026-07-28 `tools/call` something else than a blocking call: with
- * the Tasks extension declared, the call may return a task at once (ModernToolCalls), so it goes
+ * the Tasks extension declared, the call may return a task at once (Revision20260728ToolCalls), so it goes
  * through the v2 SDK.
  */
 const CALL_CHANGING_EXTENSIONS = [TASKS_EXTENSION_ID];
@@ -50,8 +50,8 @@ const SERVER_INFO_META_JSON = `{${JSON.stringify(SERVER_INFO_META_KEY)}:${JSON.s
  * goes through the SDK.
  *
  * Both eras have this path, each framed as its SDK frames it: `match` takes 2025-era calls (SDK
- * 1.x's schemas, its result shape), `matchModern` takes 2026-07-28 calls that the v2 SDK's own
- * inbound classification routes to the modern era with nothing to reject (envelope, revision,
+ * 1.x's schemas, its result shape), `matchRevision20260728` takes 2026-07-28 calls that the v2 SDK's own
+ * inbound classification routes to its `modern` era with nothing to reject (envelope, revision,
  * headers), and their results carry `resultType` and the server's identity in `_meta`, as the v2
  * SDK writes them. At 2026-07-28 the client ends a call by closing its connection; there is no
  * `notifications/cancelled` to honour.
@@ -62,7 +62,7 @@ export class BlockingCallResponder {
     private readonly catalog: ToolCatalog,
     private readonly config: AppConfig,
     private readonly cancellations: CallCancellations,
-    private readonly modernRequests: ModernRequestClassifier,
+    private readonly revision20260728Requests: Revision20260728RequestClassifier,
   ) {}
 
   /** The request, if it is a plain call of a blocking tool this caller may use. */
@@ -80,18 +80,18 @@ export class BlockingCallResponder {
 
   /**
    * The 2026-07-28 request, if it is a plain call of a blocking tool this caller may use and the v2
-   * SDK would serve it with nothing to refuse: its inbound classification routes it to the modern
-   * era at this revision (ModernRequestClassifier), the standard headers are all there and agree
+   * SDK would serve it with nothing to refuse: its inbound classification routes it to its `modern`
+   * era at this revision (Revision20260728RequestClassifier), the standard headers are all there and agree
    * with the body (the classification checks what is present; presence is checked here, the
    * decoding of an encoded `Mcp-Name` left to the SDK), and the params are a CallToolRequest by its
    * schema. Anything else, rejections included, is left to the v2 SDK.
    */
-  matchModern(req: Request, caller: Caller): BlockingCall | undefined {
+  matchRevision20260728(req: Request, caller: Caller): BlockingCall | undefined {
     const accept = req.headers.accept ?? '';
     if (!accept.includes('application/json') || !accept.includes('text/event-stream')) return undefined;
     const mcpNameHeader = singleHeader(req.headers['mcp-name']);
     if (mcpNameHeader === undefined) return undefined;
-    const message = this.modernRequests.request(req, 'tools/call');
+    const message = this.revision20260728Requests.request(req, 'tools/call');
     if (!message || !isSpecType.CallToolRequest(message)) return undefined;
     const { name, _meta: meta } = message.params;
     if (withoutOws(mcpNameHeader) !== name || !this.catalog.isBlocking(name, caller)) return undefined;
@@ -102,14 +102,14 @@ export class BlockingCallResponder {
 
   /** Answers `call` at `revision`, framed as that era's SDK frames it. */
   async respond(call: BlockingCall, caller: Caller, revision: ProtocolRevision, res: Response): Promise<void> {
-    const modern = revision === MODERN_REVISION;
+    const isRevision20260728 = revision === REVISION_2026_07_28;
     const abort = new AbortController();
     let cancelled = false;
     let answered = false;
     const send = (message: JSONRPCMessage) => {
       if (!cancelled && !res.writableEnded) res.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
     };
-    const untrack = modern
+    const untrack = isRevision20260728
       ? () => undefined
       : this.cancellations.track(caller.tokenId, call.id, () => {
           cancelled = true;
@@ -139,7 +139,7 @@ export class BlockingCallResponder {
         }),
       });
       // JSON.stringify({ jsonrpc, id, result }), with a result shared by many calls serialised once.
-      const resultJson = modern ? modernResultJson(result) : stringifyOnce(result);
+      const resultJson = isRevision20260728 ? revision20260728ResultJson(result) : stringifyOnce(result);
       response = `{"jsonrpc":"2.0","id":${JSON.stringify(call.id)},"result":${resultJson}}`;
     } catch (err) {
       const error = err instanceof McpError ? err : new McpError(ErrorCode.InternalError, 'Internal error');
@@ -161,7 +161,7 @@ export class BlockingCallResponder {
  * fields). The catalog's results have neither, so both are appended to the JSON shared by every call
  * woken with that result, which keeps it serialised once.
  */
-function modernResultJson(result: object): string {
+function revision20260728ResultJson(result: object): string {
   if ('resultType' in result || '_meta' in result) {
     const meta = (result as { _meta?: Record<string, unknown> })._meta;
     return JSON.stringify({

@@ -1,6 +1,6 @@
 import { NextFunction, Request, RequestHandler, Response } from 'express';
 import { AppConfig } from '../config/app-config';
-import { isMcpPath } from './json-rpc';
+import { isMcpPath } from '../kernel/json-rpc';
 
 const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
 
@@ -20,12 +20,12 @@ const EXPOSE_HEADERS = 'www-authenticate, mcp-protocol-version, retry-after';
 const PREFLIGHT_MAX_AGE_SECONDS = 600;
 
 /**
- * Browser access to /mcp (SPEC 8a): CORS for allowed origins — loopback (so local tools such as
- * the MCP Inspector work) and ALCARTA_ALLOWED_ORIGINS — and 403 for every other origin, which is
- * also the endpoint's DNS-rebinding protection. Requests without an Origin header come from
- * agents, not browsers, and pass untouched. It runs before body parsing and authentication, so
- * that every answer a page can get (a preflight, a 401, a parse error, a result) carries the
- * CORS headers and the page can read it.
+ * Browser access to /mcp (docs/operators.md, "Limits and hardening"): CORS for allowed origins —
+ * loopback (so local tools such as the MCP Inspector work) and ALCARTA_ALLOWED_ORIGINS — and 403
+ * for every other origin, which is also the endpoint's DNS-rebinding protection. Requests without
+ * an Origin header come from agents, not browsers, and pass untouched. It runs before body parsing
+ * and authentication, so that every answer a page can get (a preflight, a 401, a parse error, a
+ * result) carries the CORS headers and the page can read it.
  */
 export function mcpBrowserAccess(config: AppConfig): RequestHandler {
   const allowed = new Set(config.allowedOrigins.map(normalise));

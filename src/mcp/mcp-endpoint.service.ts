@@ -7,15 +7,15 @@ import {
   JSONRPCRequestSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import { Request, Response } from 'express';
-import { Caller } from '../auth/caller';
+import { Caller } from '../kernel/caller';
 import { AppConfig } from '../config/app-config';
 import { BlockingCallResponder } from './blocking-call.responder';
 import { CallCancellations } from './call-cancellations';
 import { McpServerFactory } from './mcp-server.factory';
-import { jsonRpcError, refusalOf, SERVER_ERROR } from './json-rpc';
-import { ModernMcpEndpoint } from './modern/modern-mcp.endpoint';
+import { jsonRpcError, refusalOf, SERVER_ERROR } from '../kernel/json-rpc';
+import { Revision20260728Endpoint } from './revision-2026-07-28/endpoint';
 import {
-  isModernRequest,
+  isRevision20260728Request,
   ProtocolRevision,
   revisionOf,
   SUPPORTED_REVISIONS,
@@ -26,7 +26,7 @@ import { invalidParams } from './request-params';
 /**
  * Serves one POST /mcp over Streamable HTTP in stateless mode: a fresh server and transport per
  * request, closed when the response ends. The body was parsed (and size-limited) by the HTTP layer.
- * Requests of the 2026-07-28 era go to the v2 SDK (ModernMcpEndpoint); the rest are served by SDK
+ * Requests of the 2026-07-28 era go to the v2 SDK (Revision20260728Endpoint); the rest are served by SDK
  * 1.x exactly as before.
  */
 @Injectable()
@@ -36,11 +36,12 @@ export class McpEndpoint {
     private readonly blockingCalls: BlockingCallResponder,
     private readonly cancellations: CallCancellations,
     private readonly config: AppConfig,
-    private readonly modern: ModernMcpEndpoint,
+    private readonly revision20260728: Revision20260728Endpoint,
   ) {}
 
   async handle(caller: Caller, req: Request, res: Response): Promise<void> {
-    if (isModernRequest(req.body, req.headers['mcp-protocol-version'])) return this.modern.handle(caller, req, res);
+    if (isRevision20260728Request(req.body, req.headers['mcp-protocol-version']))
+      return this.revision20260728.handle(caller, req, res);
     const revision = revisionOf(req.body, req.headers['mcp-protocol-version']);
     if (!revision) {
       res
@@ -114,7 +115,7 @@ function requestIds(body: unknown): (string | number)[] {
 
 /**
  * Before 2025-11-25 there are no tasks: a `task` member of `tools/call` params is ignored and the
- * call runs normally (SPEC §5). The SDK would answer it with an error instead, so it goes first.
+ * call runs normally (docs/agents.md, "Tasks"). The SDK would answer it with an error instead, so it goes first.
  */
 function dropTaskBeforeTasksRevision(body: unknown, revision: ProtocolRevision): void {
   if (revision === TASKS_REVISION) return;

@@ -7,7 +7,7 @@ import {
   ListToolsRequestSchema,
   ServerCapabilities,
 } from '@modelcontextprotocol/sdk/types.js';
-import { Caller } from '../auth/caller';
+import { Caller } from '../kernel/caller';
 import { progressNotifier } from './progress';
 import { SERVER_INFO, SERVER_INSTRUCTIONS } from './server-identity';
 import { ProtocolRevision, TASKS_REVISION } from './protocol-revision';
@@ -16,7 +16,7 @@ import { ToolCatalog } from './tool-catalog';
 
 const CAPABILITIES: ServerCapabilities = { tools: { listChanged: false } };
 
-/** Declared at 2025-11-25 only: older revisions have no tasks (SPEC §5). */
+/** Declared at 2025-11-25 only: older revisions have no tasks (docs/agents.md, "Tasks"). */
 const CAPABILITIES_WITH_TASKS: ServerCapabilities = {
   ...CAPABILITIES,
   tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } },

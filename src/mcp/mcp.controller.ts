@@ -1,8 +1,8 @@
 import { Controller, Delete, Get, Header, HttpCode, Post, Req, Res } from '@nestjs/common';
 import { Request, Response } from 'express';
-import { CurrentCaller, Public } from '../auth/auth.decorators';
-import { Caller } from '../auth/caller';
-import { jsonRpcError, SERVER_ERROR } from './json-rpc';
+import { CurrentCaller, Public } from '../kernel/route-decorators';
+import { Caller } from '../kernel/caller';
+import { jsonRpcError, SERVER_ERROR } from '../kernel/json-rpc';
 import { McpEndpoint } from './mcp-endpoint.service';
 
 const METHOD_NOT_ALLOWED = jsonRpcError(null, SERVER_ERROR, 'Method not allowed: this server is stateless; use POST.');

@@ -14,20 +14,20 @@ import { TOOL_PROVIDERS, ToolProvider } from './tool-definition';
 import { ApprovalTools } from './tools/approval.tools';
 import { MailTools } from './tools/mail.tools';
 import { WaitTools } from './tools/wait.tools';
-import { DeliveryModule } from '../delivery/delivery.module';
-import { ModernMcpEndpoint } from './modern/modern-mcp.endpoint';
-import { ModernServerFactory } from './modern/modern-server.factory';
-import { MODERN_EXTENSIONS, ModernToolCalls } from './modern/modern-tool-calls';
-import { ModernExtension } from './modern/modern-extension';
-import { TasksExtension } from './modern/tasks-extension';
-import { ModernRequestClassifier } from './modern/modern-request-classifier';
-import { TaskSubscriptions } from './modern/task-subscriptions';
-import { EventsExtension } from './modern/events-extension';
+import { WaitSocketsModule } from '../wait-sockets/wait-sockets.module';
+import { Revision20260728Endpoint } from './revision-2026-07-28/endpoint';
+import { Revision20260728ServerFactory } from './revision-2026-07-28/server.factory';
+import { REVISION_2026_07_28_EXTENSIONS, Revision20260728ToolCalls } from './revision-2026-07-28/tool-calls';
+import { Revision20260728Extension } from './revision-2026-07-28/extension';
+import { TasksExtension } from './revision-2026-07-28/tasks-extension';
+import { Revision20260728RequestClassifier } from './revision-2026-07-28/request-classifier';
+import { TaskSubscriptions } from './revision-2026-07-28/task-subscriptions';
+import { EventsExtension } from './revision-2026-07-28/events-extension';
 import { WaitsModule } from '../waits/waits.module';
 
 /** The MCP endpoint. Its browser access (CORS, origin check) is `mcpBrowserAccess`, set up before body parsing. */
 @Module({
-  imports: [MailModule, ApprovalsModule, DeliveryModule, TasksModule, EventsModule, WaitsModule],
+  imports: [MailModule, ApprovalsModule, WaitSocketsModule, TasksModule, EventsModule, WaitsModule],
   controllers: [McpController],
   providers: [
     MailTools,
@@ -46,16 +46,16 @@ import { WaitsModule } from '../waits/waits.module';
     McpEndpoint,
     EventsExtension,
     {
-      provide: MODERN_EXTENSIONS,
+      provide: REVISION_2026_07_28_EXTENSIONS,
       inject: [TasksExtension, EventsExtension],
-      useFactory: (...extensions: ModernExtension[]) => extensions,
+      useFactory: (...extensions: Revision20260728Extension[]) => extensions,
     },
     TasksExtension,
     TaskSubscriptions,
-    ModernRequestClassifier,
-    ModernToolCalls,
-    ModernServerFactory,
-    ModernMcpEndpoint,
+    Revision20260728RequestClassifier,
+    Revision20260728ToolCalls,
+    Revision20260728ServerFactory,
+    Revision20260728Endpoint,
   ],
 })
 export class McpModule {}

@@ -1,18 +1,25 @@
-/** The MCP revisions Alcarta serves with `initialize` (SPEC §3), newest first: `@modelcontextprotocol/sdk` 1.x. */
+/**
+ * The MCP revisions Alcarta serves with `initialize` (docs/agents.md, "Tools"), newest first:
+ * `@modelcontextprotocol/sdk` 1.x.
+ */
 export const SUPPORTED_REVISIONS = ['2025-11-25', '2025-06-18', '2025-03-26'] as const;
 export type LegacyRevision = (typeof SUPPORTED_REVISIONS)[number];
 
 /**
- * MCP 2026-07-28 (SPEC §12): stateless, no `initialize`, the revision in each request's `_meta`.
- * Served beside the revisions above by the v2 SDK (`@modelcontextprotocol/server`), see src/mcp/modern.
+ * MCP 2026-07-28 (docs/agents.md, "Protocol revisions"): stateless, no `initialize`, the revision
+ * in each request's `_meta`. Served beside the revisions above by the v2 SDK
+ * (`@modelcontextprotocol/server`), see src/mcp/revision-2026-07-28/.
  */
-export const MODERN_REVISION = '2026-07-28';
+export const REVISION_2026_07_28 = '2026-07-28';
 /** Every revision Alcarta serves, newest first (what `server/discover` lists). */
-export const ALL_REVISIONS = [MODERN_REVISION, ...SUPPORTED_REVISIONS] as const;
-export type ProtocolRevision = LegacyRevision | typeof MODERN_REVISION;
+export const ALL_REVISIONS = [REVISION_2026_07_28, ...SUPPORTED_REVISIONS] as const;
+export type ProtocolRevision = LegacyRevision | typeof REVISION_2026_07_28;
 
 export const LATEST_REVISION: LegacyRevision = '2025-11-25';
-/** The first revision with MCP Tasks: before it, tools/call ignores `task` and tasks/* do not exist (SPEC §5). */
+/**
+ * The first revision with MCP Tasks: before it, tools/call ignores `task` and tasks/* do not exist
+ * (docs/agents.md, "Tasks").
+ */
 export const TASKS_REVISION: LegacyRevision = '2025-11-25';
 /** What a request without an MCP-Protocol-Version header is taken to speak (MCP transport spec). */
 export const DEFAULT_REVISION: LegacyRevision = '2025-03-26';
@@ -47,8 +54,8 @@ const PROTOCOL_VERSION_META_KEY = 'io.modelcontextprotocol/protocolVersion';
  * `initialize` included, is served exactly as before by SDK 1.x. A cheap look at fields, not a
  * parse: the v2 SDK validates the whole request behind it.
  */
-export function isModernRequest(body: unknown, header: string | string[] | undefined): boolean {
-  if ((Array.isArray(header) ? header[0] : header) === MODERN_REVISION) return true;
+export function isRevision20260728Request(body: unknown, header: string | string[] | undefined): boolean {
+  if ((Array.isArray(header) ? header[0] : header) === REVISION_2026_07_28) return true;
   if (!body || typeof body !== 'object' || Array.isArray(body)) return false;
   const message = body as { method?: unknown; params?: { _meta?: unknown } };
   if (message.method === 'initialize') return false;

@@ -43,9 +43,10 @@ const MAX_ISSUE_CHARS = 160;
  * Why a request's params are invalid, as a short `-32602` message ("Invalid params: params.name:
  * expected string, received number"), or undefined when they are valid or the method is not one
  * this server answers. The SDK parses params with the same schemas inside its handler wrapper and
- * reports a failure as -32603 with the validator's whole output; checking first keeps both the
- * code and the message right. A task `ttl` must also be a positive integer (SPEC 8a): the SDK
- * accepts any number, and a ttl of 0 would purge the task while its wait still runs.
+ * reports a failure as -32603 with the validator's whole output; checking first keeps both the code
+ * and the message right. A task `ttl` must also be a positive integer (docs/operators.md, "Limits
+ * and hardening"): the SDK accepts any number, and a ttl of 0 would purge the task while its wait
+ * still runs.
  */
 export function invalidParams(request: JSONRPCRequest, revision: ProtocolRevision): string | undefined {
   const schema = REQUESTS[request.method] ?? (revision === TASKS_REVISION ? TASK_REQUESTS[request.method] : undefined);

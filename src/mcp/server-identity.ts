@@ -12,6 +12,6 @@ const INSTRUCTIONS_BASE =
 export const SERVER_INSTRUCTIONS = `${INSTRUCTIONS_BASE}run them as tasks and block on tasks/result.`;
 
 /** At 2026-07-28 tasks are the Tasks extension: no tasks/result, the result comes with tasks/get. */
-export const MODERN_SERVER_INSTRUCTIONS =
+export const REVISION_2026_07_28_INSTRUCTIONS =
   `${INSTRUCTIONS_BASE}declare the io.modelcontextprotocol/tasks extension: they then run as tasks, ` +
   'and tasks/get returns the result once the task is completed.';

@@ -8,11 +8,11 @@ import {
   McpError,
   RELATED_TASK_META_KEY,
 } from '@modelcontextprotocol/sdk/types.js';
-import { Caller } from '../auth/caller';
+import { Caller } from '../kernel/caller';
 import { AppConfig } from '../config/app-config';
 import { clientFacingError } from '../database/database-errors';
 import { TaskService } from '../tasks/task.service';
-import { protocolErrorOf } from './json-rpc';
+import { protocolErrorOf } from '../kernel/json-rpc';
 import { progressNotifier, withProgress } from './progress';
 
 /**

@@ -2,12 +2,12 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { CallToolResult, CreateTaskResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import { Caller } from '../auth/caller';
-import { AlcartaError, invalidRequest } from '../common/errors';
+import { Caller } from '../kernel/caller';
+import { AlcartaError, invalidRequest } from '../kernel/errors';
 import { assertStorableJson } from '../common/text-safety';
 import { clientFacingError } from '../database/database-errors';
 import { TaskService, TaskView } from '../tasks/task.service';
-import { protocolErrorOf } from './json-rpc';
+import { protocolErrorOf } from '../kernel/json-rpc';
 import { ProtocolRevision, TASKS_REVISION } from './protocol-revision';
 import { TOOL_PROVIDERS, ToolContext, ToolDefinition, ToolProvider } from './tool-definition';
 
@@ -19,7 +19,7 @@ interface CatalogEntry {
 
 /**
  * All tools, each shown only to tokens whose scopes allow it. Validates arguments with the tool's
- * schema and turns every outcome into a CallToolResult with `structuredContent` (SPEC §3.1).
+ * schema and turns every outcome into a CallToolResult with `structuredContent` (docs/agents.md, "Tools").
  */
 @Injectable()
 export class ToolCatalog {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { Caller } from '../auth/caller';
-import { Scope } from '../auth/scopes';
+import { Caller } from '../kernel/caller';
+import { Scope } from '../kernel/scopes';
 import { TaskView } from '../tasks/task.service';
 import { ProtocolRevision } from './protocol-revision';
 

@@ -1,5 +1,5 @@
 import { Controller, Get, Header } from '@nestjs/common';
-import { Public } from '../auth/auth.decorators';
+import { Public } from '../kernel/route-decorators';
 import { Metrics } from './metrics';
 import { MetricsCollectors } from './metrics.collectors';
 

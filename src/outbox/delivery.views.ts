@@ -1,6 +1,6 @@
 import { DeliveryFailure, DeliveryStatus, OutboundDeliveryEntity } from './outbound-delivery.entity';
 
-/** The `delivery` object of SPEC 9, on requests and outbound messages; absent fields are left out. */
+/** The `delivery` object (docs/mail.md), on requests and outbound messages; absent fields are left out. */
 export interface DeliveryView {
   status: DeliveryStatus;
   attempts: number;

@@ -1,5 +1,4 @@
 import { Check, Column, Entity, Index, JoinColumn, ManyToOne, OneToOne, PrimaryColumn } from 'typeorm';
-import { ApprovalRequestEntity } from '../approvals/approval-request.entity';
 import { MailboxEntity } from '../mail/mailbox.entity';
 import { MessageEntity } from '../mail/message.entity';
 
@@ -22,7 +21,7 @@ export const DELIVERY_STATUSES: readonly DeliveryStatus[] = [
 ];
 
 /**
- * The delivery job of one outbound message (SPEC 9): committed with the message when a person
+ * The delivery job of one outbound message (docs/mail.md): committed with the message when a person
  * approves it, claimed by one replica at a time (`claimed_by` until `lease_expires_at`), retried
  * with backoff until sent or failed.
  */
@@ -55,9 +54,13 @@ export class OutboundDeliveryEntity {
   @Column({ name: 'request_id', type: 'text', nullable: true })
   requestId: string | null;
 
-  @ManyToOne(() => ApprovalRequestEntity)
+  /**
+   * The foreign key to the request, named by entity (not by class) because approvals/ sits above
+   * outbox/: approving queues a delivery, so the outbox may not import the approvals module.
+   */
+  @ManyToOne('ApprovalRequestEntity')
   @JoinColumn({ name: 'request_id', foreignKeyConstraintName: 'outbound_deliveries_request_id_fkey' })
-  request?: ApprovalRequestEntity;
+  request?: object;
 
   @Column({ type: 'text' })
   status: DeliveryStatus;

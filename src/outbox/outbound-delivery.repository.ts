@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource, InjectRepository } from '@nestjs/typeorm';
 import { DataSource, EntityManager, In, Repository } from 'typeorm';
-import { MailboxAccess } from '../auth/caller';
+import { MailboxAccess } from '../kernel/caller';
 import { DeliveryStatus, OutboundDeliveryEntity } from './outbound-delivery.entity';
 
 /** A delivery this replica just claimed, with the status it had before (for its event). */

@@ -1,11 +1,11 @@
 import { Controller, Get, HttpCode, Param, Post, Query } from '@nestjs/common';
-import { CurrentCaller, RequireScopes } from '../auth/auth.decorators';
-import { Caller } from '../auth/caller';
+import { CurrentCaller, RequireScopes } from '../kernel/route-decorators';
+import { Caller } from '../kernel/caller';
 import { PathId } from '../http/validation';
 import { ListOutboxQuery } from './dto/list-outbox.query';
 import { OutboxService } from './outbox.service';
 
-/** Administrators look into the outbox and send failed mail again (SPEC 9). */
+/** Administrators look into the outbox and send failed mail again (docs/mail.md). */
 @Controller('v1/outbox')
 @RequireScopes('admin')
 export class OutboxController {

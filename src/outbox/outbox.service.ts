@@ -1,8 +1,8 @@
 import { Injectable, OnModuleInit } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
-import { Caller } from '../auth/caller';
-import { conflict, notFound } from '../common/errors';
+import { Caller } from '../kernel/caller';
+import { conflict, notFound } from '../kernel/errors';
 import { repairText } from '../common/text-safety';
 import { AppConfig } from '../config/app-config';
 import { EventLog } from '../events/event-log';
@@ -36,7 +36,7 @@ export type SendOutcome = AttemptOutcome | SendRefusal;
 const MAX_BOUNCE_TEXT = 2000;
 
 /**
- * The durable outbox (SPEC 9): an approved message and its delivery job commit together; the
+ * The durable outbox (docs/mail.md): an approved message and its delivery job commit together; the
  * delivery's every status change appends a `message_delivery_changed` event in the same transaction.
  * The state machine lives here; OutboxWorker drives the sending.
  */

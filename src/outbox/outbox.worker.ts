@@ -8,6 +8,7 @@ import { ClaimResult, claimantId, DueWork, DueWorkLoop } from './due-work-loop';
 import { ClaimedDelivery, OutboundDeliveryRepository } from './outbound-delivery.repository';
 import { OutboxService } from './outbox.service';
 import { SmtpRelay } from './smtp-relay';
+import { BackgroundJob, Job } from '../lifecycle/background-job';
 
 /** Messages one replica sends at the same time: a relay is shared, and each send holds a connection. */
 export const MAX_CONCURRENT_SENDS = 4;
@@ -22,8 +23,9 @@ export const MAX_CONCURRENT_SENDS = 4;
  * the message again (at-least-once, with the same Message-ID). On drain it stops claiming and gives
  * sends in flight part of the grace period; what is left lapses to the other replicas.
  */
+@Job('work')
 @Injectable()
-export class OutboxWorker implements DueWork {
+export class OutboxWorker implements DueWork, BackgroundJob {
   readonly what = 'outbox worker';
   /** Who holds a claim (`claimed_by`): this process, distinguishable from its own restarts. */
   readonly replicaId = claimantId();
@@ -53,6 +55,11 @@ export class OutboxWorker implements DueWork {
   /** Starts watching for work; without a relay there is nothing to send. */
   start(): void {
     if (this.relay.configured) this.loop.start();
+  }
+
+  /** Claims no more; resolves when the pass in progress has ended (sends in flight finish on drain). */
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 
   async claimAndLaunch(): Promise<ClaimResult> {

@@ -1,9 +1,9 @@
 import { Readable } from 'node:stream';
 import { Inject, Injectable } from '@nestjs/common';
 import { Logger } from 'pino';
-import { Caller } from '../auth/caller';
+import { Caller } from '../kernel/caller';
 import { TokenService } from '../auth/token.service';
-import { AlcartaError } from '../common/errors';
+import { AlcartaError } from '../kernel/errors';
 import { fanOut } from '../common/stream-fan-out';
 import { classifyDatabaseError } from '../database/database-errors';
 import { ROOT_LOGGER } from '../logging/logging.module';
@@ -24,7 +24,7 @@ function temporaryFailure(err: unknown): SmtpRefusal {
 }
 
 /**
- * The rules of inbound SMTP (SPEC 9), apart from the SMTP dialogue itself (InboundSmtpServer): who
+ * The rules of inbound SMTP (docs/mail.md), apart from the SMTP dialogue itself (InboundSmtpServer): who
  * may deliver (AUTH with a `mail:ingest` token), which recipients are ours, and storing a received
  * message in every recipient mailbox through the one ingest path (MessageService.store/storeEach)
  * that REST raw ingest uses too. Refusals are SmtpRefusal with the reply code the client gets.

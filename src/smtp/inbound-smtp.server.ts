@@ -11,7 +11,7 @@ import {
   SMTPServerOptions,
   SMTPServerSession,
 } from 'smtp-server';
-import { Caller } from '../auth/caller';
+import { Caller } from '../kernel/caller';
 import { AppConfig } from '../config/app-config';
 import { DrainState } from '../lifecycle/drain-state';
 import { ROOT_LOGGER } from '../logging/logging.module';
@@ -45,7 +45,7 @@ const DRAIN_SHARE_OF_GRACE = 0.7;
 type DataCallback = (err?: Error | null, message?: string) => void;
 
 /**
- * The inbound SMTP listener (SPEC 9) on smtp-server: the SMTP dialogue, TLS, AUTH, size limit,
+ * The inbound SMTP listener (docs/mail.md) on smtp-server: the SMTP dialogue, TLS, AUTH, size limit,
  * sessions, metrics and drain. What may be delivered where is InboundMailService's; who may keep
  * talking (guesses, revoked tokens) is SmtpGuard's.
  *

@@ -2,7 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { Logger } from 'pino';
 import { SMTPServer, SMTPServerSession } from 'smtp-server';
 import type { SMTPConnection } from 'smtp-server/lib/smtp-connection.js';
-import { Caller } from '../auth/caller';
+import { Caller } from '../kernel/caller';
 import { CredentialRepository } from '../auth/credential.repository';
 import { Doorbell } from '../events/doorbell';
 import { DoorbellListener, DoorbellSubscriber } from '../events/doorbell-listener';

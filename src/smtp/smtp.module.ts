@@ -8,7 +8,7 @@ import { InboundSmtpServer } from './inbound-smtp.server';
 import { SmtpGuard } from './smtp-guard';
 import { SmtpMetrics } from './smtp-metrics';
 
-/** Inbound SMTP (SPEC 9): the listener server.ts starts after the HTTP one. */
+/** Inbound SMTP (docs/mail.md): the listener server.ts starts after the HTTP one. */
 @Module({
   imports: [MailModule, AuthModule, EventsModule],
   providers: [InboundSmtpServer, InboundMailService, GroupCommit, SmtpGuard, SmtpMetrics],

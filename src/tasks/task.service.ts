@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
-import { Caller } from '../auth/caller';
+import { Caller } from '../kernel/caller';
 import { AccessEndReason, CredentialRevocationHooks } from '../auth/credential-revocation';
-import { AlcartaError, conflict, invalidRequest } from '../common/errors';
+import { AlcartaError, conflict, invalidRequest } from '../kernel/errors';
 import { hasIdShape, newId } from '../common/ids';
 import { AppConfig } from '../config/app-config';
 import { PersistedWaitRepository } from '../waits/persisted-wait.repository';

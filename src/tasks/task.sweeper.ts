@@ -1,12 +1,14 @@
-import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
-import { PeriodicJob } from '../common/periodic-job';
+import { Injectable, Logger } from '@nestjs/common';
+import { PeriodicJob } from '../lifecycle/periodic-job';
 import { TaskRepository } from './task.repository';
+import { BackgroundJob, Job } from '../lifecycle/background-job';
 
 const SWEEP_INTERVAL_MS = 30_000;
 
 /** Deletes tasks past their ttl (and stops their waits). Server only; safe on every replica. */
+@Job('work')
 @Injectable()
-export class TaskSweeper implements OnModuleDestroy {
+export class TaskSweeper implements BackgroundJob {
   private readonly logger = new Logger(TaskSweeper.name);
   private readonly job: PeriodicJob;
 
@@ -21,7 +23,7 @@ export class TaskSweeper implements OnModuleDestroy {
     this.job.start();
   }
 
-  onModuleDestroy(): Promise<void> {
+  stop(): Promise<void> {
     return this.job.stop();
   }
 }

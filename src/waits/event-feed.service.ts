@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { RequestState, TERMINAL_STATES } from '../approvals/approval-request.entity';
-import { Caller } from '../auth/caller';
-import { notFound } from '../common/errors';
+import { Caller } from '../kernel/caller';
+import { notFound } from '../kernel/errors';
 import { DecisionCursor } from '../events/decision-cursor';
 import { EventRepository } from '../events/event.repository';
 import { WaitService } from './wait.service';
@@ -49,11 +49,12 @@ export interface DecisionFeedFilter {
 }
 
 /**
- * The feeds behind the Events extension (SPEC 12): new inbound mail and approval decisions, each
- * after one of Alcarta's cursors, scoped to what the caller's token may see. New mail is a message
- * wait that checks once (the wait engine and the message cursor of `email_await` and
- * `list_messages`); decisions are request transitions of the event log in commit-safe order
- * (DecisionCursor). Pages never block: the extension's poll mode is request/response.
+ * The feeds behind the Events extension (docs/agents.md, "Protocol revisions"): new inbound mail
+ * and approval decisions, each after one of Alcarta's cursors, scoped to what the caller's token
+ * may see. New mail is a message wait that checks once (the wait engine and the message cursor of
+ * `email_await` and `list_messages`); decisions are request transitions of the event log in
+ * commit-safe order (DecisionCursor). Pages never block: the extension's poll mode is
+ * request/response.
  */
 @Injectable()
 export class EventFeedService {

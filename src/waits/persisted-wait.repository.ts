@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager, In, LessThan } from 'typeorm';
-import { Credential } from '../auth/caller';
+import { Credential } from '../kernel/caller';
 import { AccessEndReason, LAPSE_REASON_SQL, TOKEN_LAPSED_SQL } from '../auth/credential-revocation';
 import { resolvedWaitBells } from '../events/doorbell';
 import { ListenerSession } from '../events/doorbell-listener';

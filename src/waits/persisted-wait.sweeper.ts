@@ -1,13 +1,15 @@
-import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
-import { PeriodicJob } from '../common/periodic-job';
+import { Injectable, Logger } from '@nestjs/common';
+import { PeriodicJob } from '../lifecycle/periodic-job';
 import { AppConfig } from '../config/app-config';
 import { PersistedWaitRepository } from './persisted-wait.repository';
+import { BackgroundJob, Job } from '../lifecycle/background-job';
 
 const SWEEP_INTERVAL_MS = 60_000;
 
 /** Deletes persisted waits whose result is older than ALCARTA_WAIT_RETENTION_SECONDS (server only). */
+@Job('work')
 @Injectable()
-export class PersistedWaitSweeper implements OnModuleDestroy {
+export class PersistedWaitSweeper implements BackgroundJob {
   private readonly logger = new Logger(PersistedWaitSweeper.name);
   private readonly job: PeriodicJob;
 
@@ -22,7 +24,7 @@ export class PersistedWaitSweeper implements OnModuleDestroy {
     this.job.start();
   }
 
-  onModuleDestroy(): Promise<void> {
+  stop(): Promise<void> {
     return this.job.stop();
   }
 }

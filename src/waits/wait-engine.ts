@@ -1,40 +1,33 @@
-import { hostname } from 'node:os';
-import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
-import { randomBase62 } from '../common/ids';
+import { Injectable, Logger } from '@nestjs/common';
 import { AppConfig } from '../config/app-config';
-import { notFound } from '../common/errors';
+import { notFound } from '../kernel/errors';
 import { Doorbell } from '../events/doorbell';
 import { DoorbellListener, DoorbellSubscriber } from '../events/doorbell-listener';
 import { DrainState } from '../lifecycle/drain-state';
 import { MessageCursor } from '../mail/message-cursor';
-import { Caller, Credential, losesMailbox, MailboxAccess } from '../auth/caller';
+import { Credential, losesMailbox, MailboxAccess } from '../kernel/caller';
 import { AccessEndReason } from '../auth/credential-revocation';
 import { CredentialRepository } from '../auth/credential.repository';
 import { PersistedWaitEntity } from './persisted-wait.entity';
-import { LeaseTick, PersistedWaitRepository, WaitResolution } from './persisted-wait.repository';
-import { ResolutionQueue } from './resolution-queue';
+import { LEASE_TICKS_PER_RECHECK, PersistedWaitOwnership } from './persisted-wait-ownership';
+import { PersistedWaitRepository } from './persisted-wait.repository';
 import { MailboxHead, WaitRepository } from './wait.repository';
+import { accessEndedError, MessageWaitSpec, RequestWaitSpec, WaitDelivery, WaitResult, WaitSpec } from './wait-spec';
 import {
-  accessEndedError,
-  fromStoredSpec,
-  MessageWaitSpec,
-  RequestWaitSpec,
-  WaitDelivery,
-  WaitResult,
-  WaitSpec,
-} from './wait-spec';
-import {
+  isWatch,
   MessageRow,
   MessageWaiter,
+  msUntil,
   RequestFeedWaiter,
   RequestWaiter,
   ResultWaiter,
   SharedResults,
   Waiter,
 } from './waiters';
-import { earliest, SingleFlight } from './single-flight';
+import { SingleFlight } from './single-flight';
 import { WaiterRegistry } from './waiter-registry';
 import { WaitMetrics } from './waits.metrics';
+import { BackgroundJob, Job } from '../lifecycle/background-job';
 
 export interface ResultWaitOptions {
   /** The token of the persisted wait, whose revocation or expiry ends this wait for its result. */
@@ -49,26 +42,6 @@ export interface ResultWaitOptions {
 
 /** Rows fetched per query when feeding message waits. */
 const PAGE = 500;
-/** Unowned waits claimed per statement. */
-const CLAIM_BATCH = 500;
-/** Waits whose results one query reads when resolution doorbells ring. */
-const RESULT_READ_BATCH = 5000;
-/** The single-flight keys of work done under the lease (see releaseLease). */
-const LEASE_WORK = ['lease', 'claim', 'claimed', 'owned', 'reconcile'];
-/**
- * Lease ticks per re-check period while other replicas hold leases: the lease is renewed (and the
- * others' leases checked) this often, so that a hung owner (alive, its connections open, so its
- * session stays in `pg_stat_activity`) is taken over within the re-check period, like a dead one.
- * A replica alone ticks once per period: nobody could take over from it.
- */
-const LEASE_TICKS_PER_RECHECK = 4;
-/**
- * A lease lasts this many of its owner's tick periods: one late renewal is tolerated. A hung owner
- * renewed at most one tick before it hung; its lease lapses LEASE_TICKS ticks after that renewal,
- * and the next tick of another replica ends it and claims its waits: (LEASE_TICKS + 1) ticks, ¾ of
- * the re-check period.
- */
-const LEASE_TICKS = 2;
 /**
  * How long a revocation is remembered: a wait authenticated just before it but parked just after
  * its doorbell still ends at once. Later than this the safety re-check finds the token revoked.
@@ -94,20 +67,12 @@ const REMEMBER_REVOKED_MS = 300_000;
  * re-check; they do not settle on a change but re-read what they show (see RequestFeedWaiter).
  *
  * Persisted waits (websocket delivery, `wait_id`, tasks) are watched the same way, but by one
- * replica each: the owner named in the wait's row, under a lease this process renews
- * LEASE_TICKS_PER_RECHECK times per re-check period while other replicas hold leases, once when it
- * is alone (one transaction, however many waits it owns). The same lease tick ends the leases of
- * processes that are gone (their doorbell listener's session left `pg_stat_activity`: a SIGKILLed
- * or crashed replica) or that lapsed (a hung one: alive, its sessions open), and claims unowned
- * waits, so a dead or hung owner's waits are watched again within ALCARTA_WAIT_RECHECK_SECONDS; a
- * draining replica releases its lease at once. Waits claimed together catch up together (see
- * watch). The owner writes outcomes in batches (see ResolutionQueue), only for waits it still owns
- * (a hung owner that resumes writes nothing over its successor's results), answers whoever waits
- * here from the batch it wrote, and the resolution doorbell wakes whoever waits for those results
- * on the other replicas (a `wait_id` poll, a websocket, tasks/result).
+ * replica each: PersistedWaitOwnership holds the lease and claims them, and its watches are
+ * ordinary waiters of this engine.
  */
+@Job('watch')
 @Injectable()
-export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
+export class WaitEngine implements DoorbellSubscriber, BackgroundJob {
   private readonly logger = new Logger(WaitEngine.name);
   /** Cursor keys never change; remembering them saves a lookup per doorbell. */
   private readonly cursorKeys = new Map<string, number>();
@@ -119,44 +84,41 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
    */
   private readonly revoked = new Map<string, { at: number; reason: AccessEndReason | undefined }>();
   private safetyTimer: NodeJS.Timeout | undefined;
-  /** Whether other replicas held live leases at the last lease tick (then it ticks more often). */
-  private peers = false;
-  /** Between start() and the release of the lease (drain, shutdown). */
-  private leasing = false;
-  /**
-   * This process's name as the owner of persisted waits: host, pid and a random part, so that an
-   * operator can tell which process watches a wait, and a restarted process never inherits a lease.
-   */
-  readonly owner = `${hostname()
-    .replace(/[^A-Za-z0-9._-]/g, '-')
-    .slice(0, 64)}:${process.pid}:${randomBase62(6)}`;
-  /** Whether this process holds its lease (so a renewal that had to take it anew means it was lost). */
-  private leaseHeld = false;
-  private readonly resolutions: ResolutionQueue;
-  /** Waits named by resolution doorbells, to read in one query (with the earliest bell's commit time). */
-  private readonly resultChecks = new Map<string, number | undefined>();
-  /** Waits its lease ticks claimed, to watch in one pass outside the lease's flight. */
-  private readonly claimedToWatch = new Map<string, PersistedWaitEntity>();
-  /** Waits this process was told it owns (its own `wait_created` bells), to watch in one pass. */
-  private readonly ownedToWatch = new Set<string>();
+  private readonly ownership: PersistedWaitOwnership;
 
   constructor(
     private readonly registry: WaiterRegistry,
     private readonly repository: WaitRepository,
     private readonly persisted: PersistedWaitRepository,
-    private readonly credentials: CredentialRepository,
-    private readonly config: AppConfig,
+    credentials: CredentialRepository,
+    config: AppConfig,
     private readonly drain: DrainState,
     private readonly metrics: WaitMetrics,
-    private readonly listener: DoorbellListener,
+    listener: DoorbellListener,
   ) {
-    this.resolutions = new ResolutionQueue(persisted, this.owner, metrics, config.dbPoolSize, (batch, resolved) =>
-      this.batchWritten(batch, resolved),
+    this.ownership = new PersistedWaitOwnership(
+      {
+        catchUp: (waiters) => this.catchUp(waiters),
+        lapsed: (credential) => this.lapsed(credential),
+        drop: (watch) => this.drop(watch),
+        ring: (key, at, run) => this.singleFlight(key, at, run),
+        settled: (key) => this.checks.settled(key),
+        observeWakes: (kind, waiters, at) => this.observeWakes(kind, waiters, at),
+        failed: (err) => this.failed(err),
+      },
+      registry,
+      repository,
+      persisted,
+      credentials,
+      config,
+      drain,
+      metrics,
+      listener,
     );
     listener.subscribe(this);
     drain.onDrain(async () => {
       this.shutdownAll();
-      await this.releaseLease();
+      await this.ownership.release();
     });
   }
 
@@ -170,40 +132,22 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
     let beats = 0;
     this.safetyTimer ??= setInterval(() => {
       const period = ++beats % LEASE_TICKS_PER_RECHECK === 0;
-      if (period || this.peers) this.ringLease();
+      this.ownership.beat(period);
       if (period) void this.safetyRecheck();
-    }, this.leaseTickMs(true));
+    }, this.ownership.leaseTickMs(true));
     this.safetyTimer.unref();
-    this.persisted.leaseOwner = this.owner;
-    this.leaseHeld = false;
-    this.leasing = true;
-    this.ringLease();
+    this.ownership.start();
   }
 
-  /** The time between lease ticks: short while other replicas could take over from a hung one. */
-  private leaseTickMs(peers: boolean): number {
-    return peers ? this.config.waitRecheckMs / LEASE_TICKS_PER_RECHECK : this.config.waitRecheckMs;
+  /** This process's name as the owner of persisted waits (see PersistedWaitOwnership). */
+  get owner(): string {
+    return this.ownership.owner;
   }
 
-  async onModuleDestroy(): Promise<void> {
+  async stop(): Promise<void> {
     clearInterval(this.safetyTimer);
     this.shutdownAll();
-    await this.releaseLease();
-  }
-
-  /**
-   * Stops renewing, writes the outcomes still queued, and gives the lease up: this process's waits
-   * become unowned at once and a doorbell has another replica claim them (no wait for a lapse).
-   */
-  private async releaseLease(): Promise<void> {
-    if (!this.leasing) return;
-    this.leasing = false;
-    this.persisted.leaseOwner = undefined;
-    this.leaseHeld = false;
-    // A tick or claim under way would take the lease or waits again after the release.
-    for (const key of LEASE_WORK) await this.checks.settled(key);
-    await this.resolutions.idle();
-    await this.persisted.release(this.owner).catch((err) => this.failed(err));
+    await this.ownership.release();
   }
 
   /**
@@ -306,201 +250,6 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
     if (messageWaiters.length > 0) await this.ownScan(messageWaiters);
   }
 
-  private ringLease(): void {
-    this.singleFlight('lease', undefined, () => this.leaseTick());
-  }
-
-  /**
-   * Renews the lease, ends lapsed ones and claims unowned waits (more batches while they come full).
-   * One transaction, LEASE_TICKS_PER_RECHECK times per re-check period while other replicas hold
-   * leases, else once.
-   * A lease that had to be taken anew was lost (this process stalled past it, and another replica
-   * released its waits): every watch is dropped, the claim below takes back what is still unowned.
-   */
-  private async leaseTick(): Promise<void> {
-    if (!this.leasing || this.drain.isDraining) return;
-    const tick = await this.persisted.leaseTick(
-      this.owner,
-      this.listener.session,
-      (others) => LEASE_TICKS * this.leaseTickMs(others),
-      CLAIM_BATCH,
-    );
-    this.peers = tick.peers;
-    this.afterLeaseTick(tick);
-  }
-
-  private afterLeaseTick(tick: LeaseTick): void {
-    // Released meanwhile (draining): the release, which waited for this tick, has the last word.
-    if (!this.leasing) return;
-    if (tick.renewedAfterLoss && this.leaseHeld) {
-      this.logger.warn({
-        msg: 'wait lease was lost (it lapsed); watching only what is claimed again',
-        owner: this.owner,
-      });
-      this.metrics.leaseLosses.inc();
-      this.claimedToWatch.clear();
-      for (const waiter of this.registry.all()) if (isWatch(waiter)) this.drop(waiter);
-    }
-    this.leaseHeld = true;
-    if (tick.lapsedOwners.length > 0) {
-      this.logger.log({ msg: 'took over the waits of lapsed wait leases', owners: tick.lapsedOwners });
-    }
-    // Watched, and further batches claimed, outside this flight: the next renewal must not wait.
-    for (const wait of tick.claimed) this.claimedToWatch.set(wait.id, wait);
-    if (this.claimedToWatch.size > 0) this.singleFlight('claimed', undefined, () => this.watchClaimedByTicks());
-    if (tick.claimed.length === CLAIM_BATCH) this.ringClaim();
-  }
-
-  private async watchClaimedByTicks(): Promise<void> {
-    const claimed = [...this.claimedToWatch.values()];
-    this.claimedToWatch.clear();
-    await this.watchClaimed(claimed);
-  }
-
-  /** Claims unowned pending waits, batch after batch, and watches them. */
-  private async claimUnowned(): Promise<void> {
-    for (;;) {
-      if (!this.leaseHeld || this.drain.isDraining) return;
-      const claimed = await this.persisted.claim(this.owner, CLAIM_BATCH);
-      await this.watchClaimed(claimed);
-      if (claimed.length < CLAIM_BATCH) return;
-    }
-  }
-
-  private async watchClaimed(claimed: PersistedWaitEntity[]): Promise<void> {
-    if (claimed.length === 0) return;
-    this.metrics.claims.inc(claimed.length);
-    await this.watchPending(claimed);
-  }
-
-  /** Its own `wait_created` bells: the waits this process stored and owns, watched in one pass. */
-  private async watchOwned(): Promise<void> {
-    const ids = [...this.ownedToWatch];
-    this.ownedToWatch.clear();
-    await this.watchPending(await this.persisted.owned(this.owner, ids));
-  }
-
-  /** Starts watching the given pending waits (owned by this process) that it does not watch yet. */
-  private async watchPending(pending: readonly PersistedWaitEntity[]): Promise<void> {
-    if (this.drain.isDraining) return;
-    const watched = this.registry.watchedPersisted();
-    const waits = pending.filter((wait) => !watched.has(wait.id) && !this.resolutions.has(wait.id));
-    // Waits of a credential without access (a revoked or expired token) are not watched any more.
-    const callers = await this.credentials.usable(waits.map((wait) => wait.tokenId));
-    await this.watch(
-      waits.flatMap((wait) => {
-        const caller = callers.get(wait.tokenId);
-        return caller ? [{ wait, caller }] : [];
-      }),
-    );
-  }
-
-  /**
-   * The engine's own watches of persisted waits: ordinary waiters whose outcome (a match, or the
-   * timeout at `expires_at`) is written to the database instead of answering a request. A shutdown
-   * only drops a watch: the wait stays pending for the other replicas. Many at once (a claim takes
-   * up to CLAIM_BATCH) cost a few queries, not a few per wait: one read of the requests they
-   * watch, and one catch-up for all of them (see catchUp).
-   */
-  private async watch(waits: ReadonlyArray<{ wait: PersistedWaitEntity; caller: Caller }>): Promise<void> {
-    const requestIds = new Set(
-      waits.flatMap(({ wait }) => (wait.spec.kind === 'request' ? wait.spec.request_ids : [])),
-    );
-    const initial = requestIds.size > 0 ? await this.repository.requests([...requestIds], { all: true }) : [];
-    const filed: Array<{ waiter: MessageWaiter | RequestWaiter; caller: Caller; remainingMs: number }> = [];
-    for (const { wait, caller } of waits) {
-      if (this.registry.persistedWatch(wait.id)) continue;
-      const remainingMs = Math.max(0, wait.expiresAt.getTime() - Date.now());
-      const spec = fromStoredSpec(wait.spec, caller, remainingMs);
-      const waiter =
-        spec.kind === 'message'
-          ? new MessageWaiter(spec, spec.since!, 'persisted')
-          : new RequestWaiter(spec, initial, 'persisted');
-      waiter.persistedId = wait.id;
-      this.registry.add(waiter);
-      // Filed first, then checked: a revocation whose doorbell came during the reads above is seen.
-      if (this.lapsed(caller)) {
-        this.drop(waiter);
-        continue;
-      }
-      void waiter.result.then((result) => this.resolvePersisted(waiter, result));
-      filed.push({ waiter, caller, remainingMs });
-    }
-    // Checked before the deadlines are armed: a replica that starts (or takes over) after
-    // `expires_at` must still find a match committed in time before it calls the wait timed out.
-    await this.catchUp(filed.map((f) => f.waiter)).catch((err) => this.failed(err));
-    for (const { waiter, caller, remainingMs } of filed) {
-      if (waiter.settled || this.registry.persistedWatch(waiter.persistedId!) !== waiter) continue;
-      // A token that expires first ends the watch then; the lapsed-credential sweep ends the wait.
-      const expiresInMs = msUntil(caller.expiresAt);
-      waiter.timer =
-        expiresInMs < remainingMs
-          ? setTimeout(() => this.drop(waiter), expiresInMs)
-          : setTimeout(() => waiter.finish(waiter.timedOut()), remainingMs);
-    }
-  }
-
-  /** Queues the outcome for the next batch write (ResolutionQueue); the watch is done. */
-  private resolvePersisted(waiter: MessageWaiter | RequestWaiter, result: WaitResult): void {
-    this.registry.remove(waiter);
-    this.resolutions.add(waiter.persistedId!, result);
-  }
-
-  /**
-   * Resolution doorbells named these waits: the results of those this process has a watch or a
-   * waiter for are read in one query when the current read is done (single flight). Waits of its
-   * own batches still being written are left to batchWritten, which knows their results.
-   */
-  private ringResults(waitIds: readonly string[], at: number | undefined): void {
-    for (const id of waitIds) {
-      if (this.resolutions.has(id)) continue;
-      if (!this.registry.persistedWatch(id) && this.registry.resultWaiters(id).length === 0) continue;
-      this.resultChecks.set(id, this.resultChecks.has(id) ? earliest(this.resultChecks.get(id), at) : at);
-    }
-    if (this.resultChecks.size > 0) this.singleFlight('results', undefined, () => this.checkResults());
-  }
-
-  /**
-   * Fixed results: a watch of a wait no longer pending is dropped, and whoever waits for it answered.
-   * One query per RESULT_READ_BATCH waits, reading only their status and result.
-   */
-  private async checkResults(): Promise<void> {
-    while (this.resultChecks.size > 0) {
-      const batch = [...this.resultChecks].slice(0, RESULT_READ_BATCH);
-      for (const [id] of batch) this.resultChecks.delete(id);
-      const outcomes = await this.persisted.outcomes(batch.map(([id]) => id));
-      for (const [id, at] of batch) {
-        const outcome = outcomes.get(id) ?? null;
-        const watch = this.registry.persistedWatch(id);
-        if (watch && outcome?.status !== 'pending') this.drop(watch);
-        const waiters = this.registry.resultWaiters(id);
-        for (const w of waiters) w.evaluate(outcome);
-        this.observeWakes('result', waiters, at);
-      }
-    }
-  }
-
-  /**
-   * A batch of this process's outcomes is done. Whoever waits here for a wait it resolved is
-   * answered with that result at once, no read needed (its doorbell still rings for the other
-   * replicas). The others were resolved first by someone else, or the batch failed: their results
-   * are read like any doorbell's (ringResults passed over their bells while they were in flight).
-   */
-  private batchWritten(batch: readonly WaitResolution[], resolved: ReadonlySet<string>): void {
-    const at = Date.now();
-    const others: string[] = [];
-    for (const { waitId, result } of batch) {
-      if (!resolved.has(waitId)) {
-        others.push(waitId);
-        continue;
-      }
-      const waiters = this.registry.resultWaiters(waitId);
-      for (const w of waiters) w.evaluate({ status: 'resolved', result });
-      this.observeWakes('result', waiters, at);
-    }
-    this.ringResults(others, undefined);
-  }
-
   onDoorbell(bell: Doorbell): void {
     switch (bell.kind) {
       case 'credential_revoked':
@@ -513,27 +262,20 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
       case 'wait_created':
         // Stored by a replica that watches it itself, or unowned (stored while that replica held
         // no lease): then every replica tries to claim it, and one gets it.
-        if (bell.owner === undefined) return this.ringClaim();
-        if (bell.owner !== this.owner) return;
-        this.ownedToWatch.add(bell.waitId);
-        return this.singleFlight('owned', undefined, () => this.watchOwned());
+        return this.ownership.onWaitCreated(bell.waitId, bell.owner);
       case 'waits_released':
-        return this.ringClaim();
+        return this.ownership.ringClaim();
       case 'wait_resolved':
-        return this.ringResults([bell.waitId], bell.at);
+        return this.ownership.ringResults([bell.waitId], bell.at);
       case 'waits_resolved':
-        return this.ringResults(bell.waitIds, bell.at);
+        return this.ownership.ringResults(bell.waitIds, bell.at);
     }
   }
 
   onListenerReconnected(): void {
     void this.safetyRecheck();
     // The lease names the listener's session, which is a new one now.
-    this.ringLease();
-  }
-
-  private ringClaim(): void {
-    if (this.leaseHeld) this.singleFlight('claim', undefined, () => this.claimUnowned());
+    this.ownership.ringLease();
   }
 
   /**
@@ -701,14 +443,12 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
           this.registry.watchedRequests(),
           this.registry.watchedResults(),
           this.registry.watchedTokens(),
-          this.leaseHeld ? this.owner : undefined,
+          this.ownership.countedOwner,
         );
       for (const [tokenId, reason] of lapsedTokens) this.endAccess(tokenId, reason);
       for (const [principalId, mailboxes] of principalMailboxes) this.endLostAccess(principalId, mailboxes);
-      if (this.leaseHeld && ownedWaits !== this.registry.watchedPersisted().size) {
-        this.singleFlight('reconcile', undefined, () => this.reconcileOwned());
-      }
-      this.ringResults(resolvedWaits, undefined);
+      this.ownership.reconcileIfMiscounted(ownedWaits);
+      this.ownership.ringResults(resolvedWaits, undefined);
       for (const head of heads) {
         this.cursorKeys.set(head.mailboxId, head.cursorKey);
         if (this.registry.messageWaiters(head.mailboxId).some((w) => behind(w, head))) {
@@ -763,22 +503,6 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
     for (const w of waiters) if (w.settled && !w.persistedId) this.metrics.wakeLatency.observe({ kind }, seconds);
   }
 
-  /**
-   * The safety net for lost `wait_created` bells, failed batch writes and watches dropped while the
-   * wait stayed pending: what this process owns and what it watches are made the same. (Rare: the
-   * re-check only counts, this reads the ids when the counts differ.)
-   */
-  private async reconcileOwned(): Promise<void> {
-    if (!this.leaseHeld) return;
-    // Only watches that predate the read can be stale; one started meanwhile was claimed after it.
-    const before = this.registry.all().filter(isWatch);
-    const owned = new Set(await this.persisted.ownedIds(this.owner));
-    for (const watch of before) if (!owned.has(watch.persistedId!)) this.drop(watch);
-    const watched = this.registry.watchedPersisted();
-    const unwatched = [...owned].filter((id) => !watched.has(id) && !this.resolutions.has(id));
-    await this.watchPending(await this.persisted.owned(this.owner, unwatched));
-  }
-
   /** Draining: every waiting client gets its shutdown answer; watches of persisted waits are dropped. */
   private shutdownAll(): void {
     for (const waiter of this.registry.all()) {
@@ -799,19 +523,9 @@ export class WaitEngine implements DoorbellSubscriber, OnModuleDestroy {
   }
 }
 
-/** Milliseconds until `at` (negative once past); infinite for no time at all. */
-function msUntil(at: Date | null): number {
-  return at ? at.getTime() - Date.now() : Infinity;
-}
-
 /** The reason of a revocation doorbell, which does not say it: an expired token expired, else it was revoked. */
 function lapseReason(credential: Credential): AccessEndReason {
   return msUntil(credential.expiresAt) <= 0 ? 'token_expired' : 'token_revoked';
-}
-
-/** Whether this is the engine's own watch of a persisted wait (dropped, never answered). */
-function isWatch(waiter: Waiter): waiter is MessageWaiter | RequestWaiter {
-  return (waiter instanceof MessageWaiter || waiter instanceof RequestWaiter) && waiter.persistedId !== undefined;
 }
 
 function behind(waiter: MessageWaiter, head: MailboxHead): boolean {

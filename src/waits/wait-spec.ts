@@ -1,6 +1,6 @@
-import { Caller } from '../auth/caller';
+import { Caller } from '../kernel/caller';
 import { AccessEndReason } from '../auth/credential-revocation';
-import { AlcartaError } from '../common/errors';
+import { AlcartaError } from '../kernel/errors';
 import { RequestState } from '../approvals/approval-request.entity';
 import { MessageCursor } from '../mail/message-cursor';
 import { DeliveryView } from '../outbox/delivery.views';
@@ -28,7 +28,7 @@ export interface MessageWaitSpec {
 
 /**
  * What a request wait watches: the listed requests, until one is in one of `states` or its
- * outbound delivery (SPEC 9) has one of `deliveryStates` (empty: delivery is not awaited).
+ * outbound delivery (docs/mail.md) has one of `deliveryStates` (empty: delivery is not awaited).
  */
 export interface RequestWaitSpec {
   kind: 'request';
@@ -41,7 +41,7 @@ export interface RequestWaitSpec {
 
 export type WaitSpec = MessageWaitSpec | RequestWaitSpec;
 
-/** The poll result of SPEC §4 (the same object websocket delivery and tasks will carry). */
+/** The poll result of a wait (docs/agents.md, "Waits"; the same object websocket delivery and tasks will carry). */
 export interface WaitResult {
   matched: boolean;
   timed_out: boolean;
@@ -77,7 +77,10 @@ const ACCESS_ENDED_MESSAGES: Record<AccessEndReason, string> = {
   access_removed: 'Access to a mailbox was removed while waiting (a grant was deleted); the wait ended.',
 };
 
-/** The tool error (and websocket error frame) of a wait whose token lost its access (SPEC 8a). */
+/**
+ * The tool error (and websocket error frame) of a wait whose token lost its access
+ * (docs/operators.md, "Limits and hardening").
+ */
 export function accessEndedError(reason: AccessEndReason): AlcartaError {
   return new AlcartaError('unauthorized', reason, ACCESS_ENDED_MESSAGES[reason]);
 }

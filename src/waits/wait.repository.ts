@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { RequestState } from '../approvals/approval-request.entity';
-import { MailboxAccess } from '../auth/caller';
+import { MailboxAccess } from '../kernel/caller';
 import { AccessEndReason, LAPSE_REASON_SQL, TOKEN_LAPSED_SQL } from '../auth/credential-revocation';
 import { DeliveryEventPayload, RequestEventPayload } from '../events/event-log';
 import { deliveryView } from '../outbox/delivery.views';

@@ -1,10 +1,10 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { RequestState, TERMINAL_STATES } from '../approvals/approval-request.entity';
-import { Caller } from '../auth/caller';
+import { Caller } from '../kernel/caller';
 import { CredentialRevocationHooks } from '../auth/credential-revocation';
-import { Scope } from '../auth/scopes';
-import { AlcartaError, invalidRequest, notFound } from '../common/errors';
+import { Scope } from '../kernel/scopes';
+import { AlcartaError, invalidRequest, notFound } from '../kernel/errors';
 import { AppConfig } from '../config/app-config';
 import { MailboxService } from '../mail/mailbox.service';
 import { MessageCursor } from '../mail/message-cursor';
@@ -57,7 +57,7 @@ export interface AwaitArguments {
  */
 const UNSENDABLE_STATES: readonly RequestState[] = ['rejected', 'expired', 'cancelled'];
 
-/** The rules of SPEC §4 between a tool call and the engine: limits, scopes, visibility. */
+/** The rules of waits (docs/agents.md, "Waits") between a tool call and the engine: limits, scopes, visibility. */
 @Injectable()
 export class WaitService {
   constructor(

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { MailboxAccess } from '../auth/caller';
+import { MailboxAccess } from '../kernel/caller';
 import { WaitDelivery } from './wait-spec';
 import { MessageWaiter, RequestFeedWaiter, RequestWaiter, ResultWaiter } from './waiters';
 

@@ -1,5 +1,5 @@
 import { RequestState } from '../approvals/approval-request.entity';
-import { Caller, Credential } from '../auth/caller';
+import { Caller, Credential } from '../kernel/caller';
 import { AccessEndReason } from '../auth/credential-revocation';
 import { DeliveryEventPayload, RequestEventPayload } from '../events/event-log';
 import { MessageAuthentication } from '../mail/message-authentication';
@@ -9,7 +9,7 @@ import { DeliveryStatus } from '../outbox/outbound-delivery.entity';
 import { WaitOutcome } from './persisted-wait.entity';
 import { isAccessEnded, MessageWaitSpec, RequestWaitSpec, WaitDelivery, WaitResult, WatchedRequest } from './wait-spec';
 
-/** At most this many events in one result (SPEC §4). */
+/** At most this many events in one result (docs/agents.md, "Waits"). */
 export const MAX_EVENTS = 100;
 
 /** A message as the wait engine scans it: just what matching and the event need. */
@@ -311,7 +311,7 @@ function messageEvent(row: MessageRow) {
 }
 
 /**
- * A live feed of the requests of some mailboxes (the console's pending list, SPEC 11): unlike the
+ * A live feed of the requests of some mailboxes (the console's pending list, docs/approvers.md): unlike the
  * other waiters it does not settle when something happens. Each `request` doorbell of one of its
  * mailboxes (and each safety re-check, which cannot tell what a lost doorbell would have said)
  * calls `onRing`, which re-reads what it shows. It settles only when the feed ends: its deadline,
@@ -354,4 +354,14 @@ export class RequestFeedWaiter extends Waiter {
   shutdown(): WaitResult {
     return { matched: false, timed_out: false, shutdown: true, events: [] };
   }
+}
+
+/** Milliseconds until `at` (negative once past); infinite for no time at all. */
+export function msUntil(at: Date | null): number {
+  return at ? at.getTime() - Date.now() : Infinity;
+}
+
+/** Whether this is the engine's own watch of a persisted wait (dropped, never answered). */
+export function isWatch(waiter: Waiter): waiter is MessageWaiter | RequestWaiter {
+  return (waiter instanceof MessageWaiter || waiter instanceof RequestWaiter) && waiter.persistedId !== undefined;
 }

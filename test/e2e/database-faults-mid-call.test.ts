@@ -4,7 +4,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { Client as PgClient } from 'pg';
-import { SERVER_ERROR } from '#app/mcp/json-rpc.js';
+import { SERVER_ERROR } from '#app/kernel/json-rpc.js';
 import { callOk, connectMcp, rawMcp } from '../support/mcp';
 import { envelope, modernHeaders } from '../support/mcp-2026';
 import { startTask } from '../support/tasks';

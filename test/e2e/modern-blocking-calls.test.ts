@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { OPERATOR } from '#app/auth/caller.js';
+import { OPERATOR } from '#app/kernel/caller.js';
 import { BlockingCallResponder } from '#app/mcp/blocking-call.responder.js';
 import type { Request } from 'express';
 import { activeWaits } from '../support/metrics';
@@ -172,9 +172,9 @@ describe('2026-07-28 blocking calls on the fast path', () => {
           params: { ...awaitMail(5), _meta: envelope(capabilities) },
         },
       }) as unknown as Request;
-    assert.equal(responder.matchModern(request({}), OPERATOR)?.params.name, 'email_await');
+    assert.equal(responder.matchRevision20260728(request({}), OPERATOR)?.params.name, 'email_await');
     assert.equal(
-      responder.matchModern(request({ extensions: { 'io.modelcontextprotocol/tasks': {} } }), OPERATOR),
+      responder.matchRevision20260728(request({ extensions: { 'io.modelcontextprotocol/tasks': {} } }), OPERATOR),
       undefined,
     );
   });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { SERVER_ERROR } from '#app/mcp/json-rpc.js';
+import { SERVER_ERROR } from '#app/kernel/json-rpc.js';
 import { createTestDatabase, TestDatabase } from '../support/database';
 import { callOk, connectMcp, streamMcp } from '../support/mcp';
 import { activeWaits } from '../support/metrics';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Caller } from '#app/auth/caller.js';
+import { Caller } from '#app/kernel/caller.js';
 import { hasLapsed } from '#app/auth/credential-revocation.js';
 
 describe('Caller.reaches: what a mailbox-bound admin administers', () => {

@@ -2,9 +2,9 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { DatabaseError } from 'pg';
 import { QueryFailedError, QueryRunnerAlreadyReleasedError, QueryRunnerProviderAlreadyReleasedError } from 'typeorm';
-import { AlcartaError } from '#app/common/errors.js';
+import { AlcartaError } from '#app/kernel/errors.js';
 import { classifyDatabaseError, clientFacingError } from '#app/database/database-errors.js';
-import { protocolErrorOf, requestIdOf, SERVER_ERROR } from '#app/mcp/json-rpc.js';
+import { protocolErrorOf, requestIdOf, SERVER_ERROR } from '#app/kernel/json-rpc.js';
 
 /** A pg error as PostgreSQL sends it (severity, SQLSTATE), wrapped as TypeORM throws it. */
 function postgresError(code: string, message: string, severity = 'ERROR'): QueryFailedError {

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { AppConfig } from '#app/config/app-config.js';
 import { validateEnvironment } from '#app/config/environment.js';
-import { AlcartaError } from '#app/common/errors.js';
+import { AlcartaError } from '#app/kernel/errors.js';
 import { DecisionCursor } from '#app/events/decision-cursor.js';
 
 describe('ALCARTA_EVENTS_EXTENSION', () => {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { AlcartaError } from '#app/common/errors.js';
+import { AlcartaError } from '#app/kernel/errors.js';
 import { MessageCursor } from '#app/mail/message-cursor.js';
 
 function reasonOf(fn: () => unknown): string | undefined {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Caller } from '#app/auth/caller.js';
+import { Caller } from '#app/kernel/caller.js';
 import { MessageCursor } from '#app/mail/message-cursor.js';
 import type { PersistedWaitEntity } from '#app/waits/persisted-wait.entity.js';
 import type { MessageWaitSpec, WaitResult } from '#app/waits/wait-spec.js';

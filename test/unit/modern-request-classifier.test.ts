@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { classifyInboundRequest } from '@modelcontextprotocol/server';
 import type { Request } from 'express';
-import { ModernRequestClassifier } from '#app/mcp/modern/modern-request-classifier.js';
+import { Revision20260728RequestClassifier } from '#app/mcp/revision-2026-07-28/request-classifier.js';
 
 const VERSION = 'io.modelcontextprotocol/protocolVersion';
 const CAPABILITIES = 'io.modelcontextprotocol/clientCapabilities';
@@ -107,9 +107,9 @@ function sdkRoutesToModern({ headers: h, body }: Variant, method: string): boole
 
 const request = ({ headers: h, body }: Variant) => ({ method: 'POST', headers: h, body }) as unknown as Request;
 
-describe('ModernRequestClassifier', () => {
+describe('Revision20260728RequestClassifier', () => {
   it('routes every request to 2026-07-28 exactly when the v2 SDK does, the first time and when it remembers the envelope', () => {
-    const classifier = new ModernRequestClassifier();
+    const classifier = new Revision20260728RequestClassifier();
     for (const round of ['first', 'again']) {
       for (const [name, variant] of Object.entries(variants)) {
         assert.equal(
@@ -122,9 +122,9 @@ describe('ModernRequestClassifier', () => {
   });
 
   it('decides without the SDK only what the SDK accepts, and decides the common calls itself', () => {
-    const classifier = new ModernRequestClassifier();
+    const classifier = new Revision20260728RequestClassifier();
     for (const [name, { headers: h, body }] of Object.entries(variants)) {
-      const plain = classifier.isPlainModernRequest(
+      const plain = classifier.isPlainRevision20260728Request(
         body as Record<string, unknown>,
         h['mcp-protocol-version'].trim(),
         h['mcp-method'].trim(),
@@ -134,14 +134,18 @@ describe('ModernRequestClassifier', () => {
     for (const name of ['a plain call', 'with client info and a log level', 'with a string progress token']) {
       const { headers: h, body } = variants[name];
       assert.ok(
-        classifier.isPlainModernRequest(body as Record<string, unknown>, h['mcp-protocol-version'], h['mcp-method']),
+        classifier.isPlainRevision20260728Request(
+          body as Record<string, unknown>,
+          h['mcp-protocol-version'],
+          h['mcp-method'],
+        ),
         `${name} is decided without the SDK's classification`,
       );
     }
   });
 
   it('answers only for the method asked for, and not for other HTTP methods or bodies', () => {
-    const classifier = new ModernRequestClassifier();
+    const classifier = new Revision20260728RequestClassifier();
     const plain = variants['a plain call'];
     assert.ok(classifier.request(request(plain), 'tools/call'));
     assert.equal(classifier.request(request(plain), 'subscriptions/listen'), undefined);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { losesMailbox } from '#app/auth/caller.js';
+import { losesMailbox } from '#app/kernel/caller.js';
 import { decodeDoorbell, encodeDoorbell } from '#app/events/doorbell.js';
 
 describe('losing a mailbox (docs/operators.md "Limits and hardening"; access_removed)', () => {

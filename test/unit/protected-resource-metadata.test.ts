@@ -4,7 +4,7 @@ import {
   insufficientScopeChallenge,
   protectedResourceMetadata,
   unauthorizedChallenge,
-} from '#app/auth/protected-resource-metadata.js';
+} from '#app/kernel/protected-resource-metadata.js';
 
 const PUBLIC_URL = 'https://alcarta.example.com';
 const ISSUER = 'https://login.example.com/realms/acme';

@@ -4,7 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import { Test, TestingModule } from '@nestjs/testing';
 import type { JSONRPCRequest } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import { Caller } from '#app/auth/caller.js';
+import { Caller } from '#app/kernel/caller.js';
 import { invalidParams } from '#app/mcp/request-params.js';
 import { defineTool, TOOL_PROVIDERS, ToolContext, ToolProvider } from '#app/mcp/tool-definition.js';
 import { ToolCatalog } from '#app/mcp/tool-catalog.js';

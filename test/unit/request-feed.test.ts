@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Caller } from '#app/auth/caller.js';
+import { Caller } from '#app/kernel/caller.js';
 import { fingerprintOf } from '#app/console/console-pending-feed.service.js';
 import { WaiterRegistry } from '#app/waits/waiter-registry.js';
 import { RequestFeedWaiter } from '#app/waits/waiters.js';

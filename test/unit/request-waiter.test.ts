@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { RequestState } from '#app/approvals/approval-request.entity.js';
-import { Caller } from '#app/auth/caller.js';
+import { Caller } from '#app/kernel/caller.js';
 import type { DeliveryStatus } from '#app/outbox/outbound-delivery.entity.js';
 import type { RequestWaitSpec, WaitResult } from '#app/waits/wait-spec.js';
 import { RequestRow, RequestWaiter } from '#app/waits/waiters.js';

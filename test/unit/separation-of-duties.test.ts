@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Caller } from '#app/auth/caller.js';
+import { Caller } from '#app/kernel/caller.js';
 import { principalId } from '#app/auth/oauth/principal-claims.js';
 import { isRequester } from '#app/approvals/separation-of-duties.js';
 

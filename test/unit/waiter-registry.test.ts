@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Test, TestingModule } from '@nestjs/testing';
-import { Caller } from '#app/auth/caller.js';
+import { Caller } from '#app/kernel/caller.js';
 import { MessageCursor } from '#app/mail/message-cursor.js';
 import { Metrics } from '#app/metrics/metrics.js';
 import type { MessageWaitSpec, RequestWaitSpec, WaitResult } from '#app/waits/wait-spec.js';

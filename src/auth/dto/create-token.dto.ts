@@ -1,6 +1,6 @@
 import { Type } from 'class-transformer';
 import { ArrayMaxSize, ArrayNotEmpty, IsArray, IsDate, IsIn, IsOptional, IsString, Length } from 'class-validator';
-import { isScope, SCOPES } from '../scopes';
+import { isScope, SCOPES } from '../../kernel/scopes';
 
 export class CreateTokenDto {
   @IsString()

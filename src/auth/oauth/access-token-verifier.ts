@@ -27,7 +27,7 @@ export const ACCEPTED_ALGORITHMS = [
   'EdDSA',
 ] as const;
 
-/** Refresh the key set on an unknown `kid` at most this often (SPEC 10). */
+/** Refresh the key set on an unknown `kid` at most this often (docs/operators.md, "Identity providers"). */
 export const JWKS_REFRESH_COOLDOWN_MS = 60_000;
 
 /**

@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import { AlcartaError, identityProviderUnavailable } from '../../common/errors';
+import { AlcartaError, identityProviderUnavailable } from '../../kernel/errors';
 
 /**
  * The identity provider's last failed fetch (issuer metadata or key set: a network error, a

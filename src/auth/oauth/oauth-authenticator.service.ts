@@ -1,15 +1,16 @@
 import { Injectable } from '@nestjs/common';
 import { hasUnstorableText } from '../../common/text-safety';
 import { AppConfig } from '../../config/app-config';
-import { Caller } from '../caller';
+import { Caller } from '../../kernel/caller';
 import { GrantService } from '../grant.service';
 import { PrincipalService } from '../principal.service';
 import { AccessTokenVerifier } from './access-token-verifier';
 import { claimValues, clientIdOf, mapScopes, principalId } from './principal-claims';
 
 /**
- * Turns a JWT access token of the configured issuer into a Caller (SPEC 10): scopes from its
- * claims, mailboxes from the grants of its subject, client and groups, bound to its principal.
+ * Turns a JWT access token of the configured issuer into a Caller (docs/operators.md, "Identity
+ * providers"): scopes from its claims, mailboxes from the grants of its subject, client and groups,
+ * bound to its principal.
  */
 @Injectable()
 export class OAuthAuthenticator {

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { isScope, Scope } from '../scopes';
+import { isScope, Scope } from '../../kernel/scopes';
 
 /** The part of the OAuth settings that turns a token's claims into Alcarta scopes. */
 export interface ScopeMapping {
@@ -49,7 +49,8 @@ const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
 /**
  * The binding id of an OAuth principal (`prn_` + 22 base62 characters of sha256(iss "\n" sub)):
- * stable across its access tokens, so waits, tickets and tasks survive a token refresh (SPEC 10).
+ * stable across its access tokens, so waits, tickets and tasks survive a token refresh
+ * (docs/operators.md, "Identity providers").
  */
 export function principalId(issuer: string, subject: string): string {
   let n = BigInt('0x' + createHash('sha256').update(`${issuer}\n${subject}`).digest('hex'));

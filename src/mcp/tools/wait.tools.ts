@@ -1,10 +1,10 @@
 import { Injectable } from '@nestjs/common';
 import { z } from 'zod';
 import { REQUEST_STATES, RequestState } from '../../approvals/approval-request.entity';
-import { invalidRequest } from '../../common/errors';
+import { invalidRequest } from '../../kernel/errors';
 import { DELIVERY_STATUSES, DeliveryStatus } from '../../outbox/outbound-delivery.entity';
 import { AppConfig } from '../../config/app-config';
-import { WaitDeliveryService } from '../../delivery/wait-delivery.service';
+import { AwaitDispatcher } from '../../wait-sockets/await-dispatcher';
 import { AwaitArguments } from '../../waits/wait.service';
 import { TaskService } from '../../tasks/task.service';
 import { withProgress } from '../progress';
@@ -72,8 +72,8 @@ const REQUEST_FIELDS = ['request_ids', 'states', 'delivery_states'] as const;
 
 /**
  * One object for both kinds of wait, told apart by `type`. It is not a discriminated union on
- * purpose: no inputSchema may use oneOf/anyOf/allOf (SPEC 8a), because some clients (LangChain's
- * MCP adapters) merge the variants and then reject every call.
+ * purpose: no inputSchema may use oneOf/anyOf/allOf (docs/operators.md, "Limits and hardening"),
+ * because some clients (LangChain's MCP adapters) merge the variants and then reject every call.
  */
 const awaitEvent = z
   .object({
@@ -111,7 +111,7 @@ const RESULT_HELP =
 @Injectable()
 export class WaitTools implements ToolProvider {
   constructor(
-    private readonly deliveries: WaitDeliveryService,
+    private readonly awaits: AwaitDispatcher,
     private readonly tasks: TaskService,
     private readonly config: AppConfig,
   ) {}
@@ -211,7 +211,7 @@ export class WaitTools implements ToolProvider {
    * (resetTimeoutOnProgress); the transport adds SSE comments for proxies either way.
    */
   private run(args: AwaitArguments, ctx: ToolContext): Promise<object> {
-    return withProgress(ctx.progress, this.config.keepaliveMs, this.deliveries.await(ctx.caller, args, ctx.signal));
+    return withProgress(ctx.progress, this.config.keepaliveMs, this.awaits.await(ctx.caller, args, ctx.signal));
   }
 }
 

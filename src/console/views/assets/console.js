@@ -43,7 +43,7 @@ function plural(count, one, many) {
   return count + ' ' + (count === 1 ? one : many);
 }
 
-// The live pending list (SPEC 11): one Server-Sent Events stream that the server writes to when a
+// The live pending list (docs/approvers.md): one Server-Sent Events stream that the server writes to when a
 // request of the listed mailboxes changes; the browser never asks again on its own. Each event
 // carries the list as the server renders it, which replaces the list in place. Without this
 // script the page is the same list, current as of its last load.

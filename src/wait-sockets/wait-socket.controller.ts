@@ -1,10 +1,10 @@
 import { Controller, Get, HttpCode } from '@nestjs/common';
-import { Public } from '../auth/auth.decorators';
+import { Public } from '../kernel/route-decorators';
 import { WAIT_SOCKET_PATH } from './wait-socket-url';
 
 /**
  * A plain HTTP request to the websocket URL: a proxy hop dropped `Upgrade`/`Connection`. Say so
- * (SPEC §4), and leave the ticket unused so the client can retry or fall back to `wait_id`.
+ * (docs/agents.md, "Waits"), and leave the ticket unused so the client can retry or fall back to `wait_id`.
  */
 @Controller(WAIT_SOCKET_PATH)
 @Public()

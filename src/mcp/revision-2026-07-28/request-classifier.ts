@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { classifyInboundRequest, isJsonContentType, PROTOCOL_VERSION_META_KEY } from '@modelcontextprotocol/server';
 import type { JSONRPCRequest } from '@modelcontextprotocol/server';
 import { Request } from 'express';
-import { MODERN_REVISION } from '../protocol-revision';
+import { REVISION_2026_07_28 } from '../protocol-revision';
 
 /** Distinct envelopes remembered; a client sends the same one on every call, so few are in use. */
 const MAX_ENVELOPES = 1000;
@@ -27,7 +27,7 @@ const JSON_RPC_REQUEST_KEYS = new Set(['jsonrpc', 'id', 'method', 'params']);
  * A unit test holds the plain checks to the SDK's answers.
  */
 @Injectable()
-export class ModernRequestClassifier {
+export class Revision20260728RequestClassifier {
   private readonly envelopes = new Map<string, boolean>();
 
   /** The request in `req` if it is a `method` request the v2 SDK would route to 2026-07-28. */
@@ -38,7 +38,7 @@ export class ModernRequestClassifier {
     const protocolVersionHeader = singleHeader(req.headers['mcp-protocol-version']);
     const mcpMethodHeader = singleHeader(req.headers['mcp-method']);
     if (protocolVersionHeader === undefined || mcpMethodHeader === undefined) return undefined;
-    if (this.isPlainModernRequest(body, withoutOws(protocolVersionHeader), withoutOws(mcpMethodHeader))) {
+    if (this.isPlainRevision20260728Request(body, withoutOws(protocolVersionHeader), withoutOws(mcpMethodHeader))) {
       return body as unknown as JSONRPCRequest;
     }
     const route = classifyInboundRequest({
@@ -49,26 +49,26 @@ export class ModernRequestClassifier {
       body,
     });
     if (route.kind !== 'modern' || route.messageKind !== 'request') return undefined;
-    if (route.classification.revision !== MODERN_REVISION) return undefined;
+    if (route.classification.revision !== REVISION_2026_07_28) return undefined;
     return route.message.method === method ? route.message : undefined;
   }
 
   /**
-   * The SDK's rules for a modern request, restated (a request that fails one is left to the SDK):
+   * The SDK's rules for a request of its `modern` era, restated (a request that fails one is left to the SDK):
    * a JSON-RPC request with no other member (`id` a string or a safe integer, the SDK's
    * RequestId), params with a `_meta` envelope claiming 2026-07-28, the headers naming the same
    * revision and method, a `progressToken` that is a string or a safe integer, and an envelope the
    * SDK accepts.
    */
-  isPlainModernRequest(body: Record<string, unknown>, protocolVersion: string, mcpMethod: string): boolean {
+  isPlainRevision20260728Request(body: Record<string, unknown>, protocolVersion: string, mcpMethod: string): boolean {
     for (const key in body) if (!JSON_RPC_REQUEST_KEYS.has(key)) return false;
     if (body.jsonrpc !== '2.0' || !isRequestId(body.id) || typeof body.method !== 'string') return false;
-    if (protocolVersion !== MODERN_REVISION || mcpMethod !== body.method) return false;
+    if (protocolVersion !== REVISION_2026_07_28 || mcpMethod !== body.method) return false;
     const params = body.params;
     if (!isPlainObject(params) || !isPlainObject(params._meta)) return false;
     const { progressToken, ...envelope } = params._meta;
     if (progressToken !== undefined && !isRequestId(progressToken)) return false;
-    return envelope[PROTOCOL_VERSION_META_KEY] === MODERN_REVISION && this.acceptsEnvelope(envelope);
+    return envelope[PROTOCOL_VERSION_META_KEY] === REVISION_2026_07_28 && this.acceptsEnvelope(envelope);
   }
 
   private acceptsEnvelope(envelope: Record<string, unknown>): boolean {
@@ -77,7 +77,7 @@ export class ModernRequestClassifier {
     if (known !== undefined) return known;
     const route = classifyInboundRequest({
       httpMethod: 'POST',
-      protocolVersionHeader: MODERN_REVISION,
+      protocolVersionHeader: REVISION_2026_07_28,
       mcpMethodHeader: 'ping',
       body: { jsonrpc: '2.0', id: 0, method: 'ping', params: { _meta: envelope } },
     });

@@ -1,14 +1,14 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { Server } from '@modelcontextprotocol/server';
 import type { CallToolResult, JSONObject, ServerCapabilities, Tool } from '@modelcontextprotocol/server';
-import { Caller } from '../../auth/caller';
-import { MODERN_SERVER_INSTRUCTIONS, SERVER_INFO } from '../server-identity';
+import { Caller } from '../../kernel/caller';
+import { REVISION_2026_07_28_INSTRUCTIONS, SERVER_INFO } from '../server-identity';
 import { progressNotifier } from '../progress';
-import { ALL_REVISIONS, MODERN_REVISION } from '../protocol-revision';
+import { ALL_REVISIONS, REVISION_2026_07_28 } from '../protocol-revision';
 import { ToolCatalog } from '../tool-catalog';
 import { ToolContext } from '../tool-definition';
-import { clientCapabilities, ModernExtension } from './modern-extension';
-import { MODERN_EXTENSIONS, ModernToolCalls } from './modern-tool-calls';
+import { clientCapabilities, Revision20260728Extension } from './extension';
+import { REVISION_2026_07_28_EXTENSIONS, Revision20260728ToolCalls } from './tool-calls';
 
 /**
  * How long a 2026-07-28 client may reuse these results (server/utilities/caching). Both are fixed
@@ -31,13 +31,13 @@ const CACHE_HINTS = {
  * `resultType`, the header checks, `ttlMs`/`cacheScope`, the error codes of the revision.
  */
 @Injectable()
-export class ModernServerFactory {
+export class Revision20260728ServerFactory {
   private readonly capabilities: ServerCapabilities;
 
   constructor(
     private readonly catalog: ToolCatalog,
-    private readonly toolCalls: ModernToolCalls,
-    @Inject(MODERN_EXTENSIONS) private readonly extensions: ModernExtension[],
+    private readonly toolCalls: Revision20260728ToolCalls,
+    @Inject(REVISION_2026_07_28_EXTENSIONS) private readonly extensions: Revision20260728Extension[],
   ) {
     const offered = extensions.filter((e) => e.enabled);
     this.capabilities = {
@@ -51,19 +51,19 @@ export class ModernServerFactory {
   create(caller: Caller): Server {
     const server = new Server(SERVER_INFO, {
       capabilities: this.capabilities,
-      instructions: MODERN_SERVER_INSTRUCTIONS,
-      // The v2 SDK lists only the modern ones of these in server/discover and in -32022's `supported`
+      instructions: REVISION_2026_07_28_INSTRUCTIONS,
+      // The v2 SDK lists only the 2026-era ones of these in server/discover and in -32022's `supported`
       // (["2026-07-28"]): the older revisions are reached through `initialize`, not through the
       // `_meta` envelope, so a 2026-07-28 client could not use them from there.
       supportedProtocolVersions: [...ALL_REVISIONS],
       cacheHints: CACHE_HINTS,
     });
     // The catalog's listing is plain JSON, typed with SDK 1.x's (looser) schema types.
-    server.setRequestHandler('tools/list', () => ({ tools: this.catalog.list(caller, MODERN_REVISION) as Tool[] }));
+    server.setRequestHandler('tools/list', () => ({ tools: this.catalog.list(caller, REVISION_2026_07_28) as Tool[] }));
     server.setRequestHandler('tools/call', (request, ctx): Promise<CallToolResult> => {
       const toolContext: ToolContext = {
         caller,
-        revision: MODERN_REVISION,
+        revision: REVISION_2026_07_28,
         signal: ctx.mcpReq.signal,
         progress: progressNotifier(ctx.mcpReq._meta?.progressToken, (notification) => ctx.mcpReq.notify(notification)),
       };

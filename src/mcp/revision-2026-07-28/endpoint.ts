@@ -10,15 +10,15 @@ import type {
 import { toNodeHandler } from '@modelcontextprotocol/node';
 import type { NodeMcpRequestHandler } from '@modelcontextprotocol/node';
 import { Request, Response } from 'express';
-import { Caller } from '../../auth/caller';
+import { Caller } from '../../kernel/caller';
 import { AppConfig } from '../../config/app-config';
 import { BlockingCallResponder } from '../blocking-call.responder';
-import { MODERN_REVISION } from '../protocol-revision';
+import { REVISION_2026_07_28 } from '../protocol-revision';
 import { ToolCatalog } from '../tool-catalog';
-import { jsonRpcError, JsonRpcErrorResponse } from '../json-rpc';
-import { clientCapabilities, declaresExtension, ModernExtension, requiredExtension } from './modern-extension';
-import { ModernServerFactory } from './modern-server.factory';
-import { MODERN_EXTENSIONS } from './modern-tool-calls';
+import { jsonRpcError, JsonRpcErrorResponse } from '../../kernel/json-rpc';
+import { clientCapabilities, declaresExtension, Revision20260728Extension, requiredExtension } from './extension';
+import { Revision20260728ServerFactory } from './server.factory';
+import { REVISION_2026_07_28_EXTENSIONS } from './tool-calls';
 import { TaskSubscriptions } from './task-subscriptions';
 
 /** How the caller reaches the per-request server factory: the v2 SDK passes `authInfo` through. */
@@ -28,7 +28,7 @@ interface CallerAuthInfo extends AuthInfo {
 
 /**
  * Serves POST /mcp requests of the 2026-07-28 era with the v2 SDK's `createMcpHandler`, in strict
- * modern mode: the endpoint routes 2025-era requests to SDK 1.x before they get here. Calls of the
+ * `modern` mode: the endpoint routes 2025-era requests to SDK 1.x before they get here. Calls of the
  * blocking tools (the waits) are answered over SSE from the start, so `: keepalive` comments keep
  * proxies from closing a quiet wait; every other request gets a plain JSON body unless it sends
  * progress first. A plain call of a blocking tool that the SDK would serve as it is skips the
@@ -38,17 +38,17 @@ interface CallerAuthInfo extends AuthInfo {
  * filter; everything else, refusals included, is the SDK's.
  */
 @Injectable()
-export class ModernMcpEndpoint implements OnModuleDestroy {
-  private readonly logger = new Logger(ModernMcpEndpoint.name);
+export class Revision20260728Endpoint implements OnModuleDestroy {
+  private readonly logger = new Logger(Revision20260728Endpoint.name);
   private readonly handlers: McpHttpHandler[] = [];
   private readonly plain: NodeMcpRequestHandler;
   private readonly streamed: NodeMcpRequestHandler;
 
   constructor(
-    private readonly servers: ModernServerFactory,
+    private readonly servers: Revision20260728ServerFactory,
     private readonly catalog: ToolCatalog,
     private readonly config: AppConfig,
-    @Inject(MODERN_EXTENSIONS) private readonly extensions: ModernExtension[],
+    @Inject(REVISION_2026_07_28_EXTENSIONS) private readonly extensions: Revision20260728Extension[],
     private readonly blockingCalls: BlockingCallResponder,
     private readonly taskSubscriptions: TaskSubscriptions,
   ) {
@@ -64,8 +64,8 @@ export class ModernMcpEndpoint implements OnModuleDestroy {
     }
     const taskListen = this.taskSubscriptions.match(req);
     if (taskListen) return this.taskSubscriptions.serve(taskListen, caller, res);
-    const blockingCall = this.blockingCalls.matchModern(req, caller);
-    if (blockingCall) return this.blockingCalls.respond(blockingCall, caller, MODERN_REVISION, res);
+    const blockingCall = this.blockingCalls.matchRevision20260728(req, caller);
+    if (blockingCall) return this.blockingCalls.respond(blockingCall, caller, REVISION_2026_07_28, res);
     const auth: CallerAuthInfo = { token: '', clientId: caller.tokenId, scopes: [...caller.scopes], extra: { caller } };
     (req as Request & { auth?: AuthInfo }).auth = auth;
     const handler = this.isBlockingCall(req.body, caller) ? this.streamed : this.plain;

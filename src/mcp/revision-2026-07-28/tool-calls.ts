@@ -2,11 +2,11 @@ import { Injectable } from '@nestjs/common';
 import type { CallToolResult } from '@modelcontextprotocol/server';
 import { ToolCatalog } from '../tool-catalog';
 import { ToolContext } from '../tool-definition';
-import { ClientCapabilities, declaresExtension } from './modern-extension';
+import { ClientCapabilities, declaresExtension } from './extension';
 import { CreateTaskResult, TASKS_EXTENSION_ID, taskFields } from './tasks-extension';
 
-/** The extensions offered at 2026-07-28 (ModernExtension), gathered by the module. */
-export const MODERN_EXTENSIONS = Symbol('MODERN_EXTENSIONS');
+/** The extensions offered at 2026-07-28 (Revision20260728Extension), gathered by the module. */
+export const REVISION_2026_07_28_EXTENSIONS = Symbol('REVISION_2026_07_28_EXTENSIONS');
 
 /**
  * A `tools/call` at 2026-07-28: the catalog's call, as at every revision; or, when the request's
@@ -15,7 +15,7 @@ export const MODERN_EXTENSIONS = Symbol('MODERN_EXTENSIONS');
  * on this request never gets a task (SEP-2663), whatever it declared before.
  */
 @Injectable()
-export class ModernToolCalls {
+export class Revision20260728ToolCalls {
   constructor(private readonly catalog: ToolCatalog) {}
 
   async call(

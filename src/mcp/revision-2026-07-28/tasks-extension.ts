@@ -2,11 +2,11 @@ import { Injectable } from '@nestjs/common';
 import { MissingRequiredClientCapabilityError, ProtocolError } from '@modelcontextprotocol/server';
 import type { Server, ServerContext } from '@modelcontextprotocol/server';
 import { z } from 'zod';
-import { Caller } from '../../auth/caller';
+import { Caller } from '../../kernel/caller';
 import { clientFacingError } from '../../database/database-errors';
 import { TaskService, TaskSnapshot, TaskView } from '../../tasks/task.service';
-import { protocolErrorOf } from '../json-rpc';
-import { clientCapabilities, declaresExtension, ModernExtension, requiredExtension } from './modern-extension';
+import { protocolErrorOf } from '../../kernel/json-rpc';
+import { clientCapabilities, declaresExtension, Revision20260728Extension, requiredExtension } from './extension';
 
 export const TASKS_EXTENSION_ID = 'io.modelcontextprotocol/tasks';
 
@@ -70,14 +70,14 @@ const anyResult = z.looseObject({});
 
 /**
  * The Tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663) at 2026-07-28 over Alcarta's
- * durable tasks: `tools/call` of a wait may answer with a task (ModernToolCalls), and `tasks/get`,
+ * durable tasks: `tools/call` of a wait may answer with a task (Revision20260728ToolCalls), and `tasks/get`,
  * `tasks/update` and `tasks/cancel` act on it, and `subscriptions/listen` pushes its status
  * (`notifications/tasks`, TaskSubscriptions). Every method is bound to the caller's token, as at
  * 2025-11-25: another token's task is not found (-32602). The 2025-11-25 tasks methods
  * (TaskRequestHandlers) are the same tasks seen through the older revision.
  */
 @Injectable()
-export class TasksExtension implements ModernExtension {
+export class TasksExtension implements Revision20260728Extension {
   readonly id = TASKS_EXTENSION_ID;
   readonly settings = {};
   readonly enabled = true;

@@ -21,7 +21,7 @@ const REFUSAL_STATUS = { ticket_invalid: 401, ticket_consumed: 410, ticket_expir
 
 /**
  * `@nestjs/platform-ws`, with the ticket check before the upgrade: a refused handshake gets an
- * HTTP status and a JSON body (SPEC §4) instead of a socket. The ticket is consumed by the one
+ * HTTP status and a JSON body (docs/agents.md, "Waits") instead of a socket. The ticket is consumed by the one
  * conditional UPDATE in the database, so of many racing connections exactly one is upgraded, on
  * whichever replica they land. Malformed handshakes are answered in JSON too, and consume nothing.
  * Upgrade offers on other paths are served as plain HTTP requests.

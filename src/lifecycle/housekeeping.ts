@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { AppConfig } from '../config/app-config';
-import { DrainState } from '../lifecycle/drain-state';
+import { DrainState } from './drain-state';
 import { PeriodicJob } from './periodic-job';
 
 /** The first housekeeping run comes this long after start, not amid the start-up of a fleet. */

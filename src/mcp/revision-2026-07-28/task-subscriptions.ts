@@ -8,17 +8,17 @@ import {
 import type { RequestId } from '@modelcontextprotocol/server';
 import { Request, Response } from 'express';
 import { z } from 'zod';
-import { Caller } from '../../auth/caller';
-import { AlcartaError } from '../../common/errors';
+import { Caller } from '../../kernel/caller';
+import { AlcartaError } from '../../kernel/errors';
 import { AppConfig } from '../../config/app-config';
 import { clientFacingError } from '../../database/database-errors';
 import { TERMINAL_TASK_STATUSES } from '../../tasks/task.entity';
 import { TaskService, TaskSnapshot } from '../../tasks/task.service';
 import { SSE_HEADERS } from '../blocking-call.responder';
-import { jsonRpcError, protocolErrorOf } from '../json-rpc';
+import { jsonRpcError, protocolErrorOf } from '../../kernel/json-rpc';
 import { SERVER_INFO } from '../server-identity';
-import { clientCapabilities, declaresExtension } from './modern-extension';
-import { ModernRequestClassifier } from './modern-request-classifier';
+import { clientCapabilities, declaresExtension } from './extension';
+import { Revision20260728RequestClassifier } from './request-classifier';
 import { detailedTask, TASKS_EXTENSION_ID } from './tasks-extension';
 
 /** A `subscriptions/listen` for task status, as `match` hands it over: `taskIds` not yet checked. */
@@ -64,17 +64,18 @@ export class TaskSubscriptions {
   constructor(
     private readonly tasks: TaskService,
     private readonly config: AppConfig,
-    private readonly modernRequests: ModernRequestClassifier,
+    private readonly revision20260728Requests: Revision20260728RequestClassifier,
   ) {}
 
   /**
    * The request, if it is a `subscriptions/listen` asking for `taskIds` with the extension declared
    * that the v2 SDK would serve with nothing to refuse: its inbound classification routes it to the
-   * modern era at this revision (ModernRequestClassifier; listen has no `Mcp-Name`), and the request is a SubscriptionsListenRequest by the SDK's schema (which does not
-   * look at `taskIds`: `serve` does). Anything else is left to the SDK, -32021 to the endpoint.
+   * SDK's `modern` era at this revision (Revision20260728RequestClassifier; listen has no
+   * `Mcp-Name`), and the request is a SubscriptionsListenRequest by the SDK's schema (which does
+   * not look at `taskIds`: `serve` does). Anything else is left to the SDK, -32021 to the endpoint.
    */
   match(req: Request): TaskListen | undefined {
-    const message = this.modernRequests.request(req, 'subscriptions/listen');
+    const message = this.revision20260728Requests.request(req, 'subscriptions/listen');
     if (!message || !isSpecType.SubscriptionsListenRequest(message)) return undefined;
     const notifications = message.params.notifications as Record<string, unknown>;
     if (!('taskIds' in notifications)) return undefined;

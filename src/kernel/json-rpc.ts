@@ -1,6 +1,6 @@
 import { ErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import type { RequestId } from '@modelcontextprotocol/sdk/types.js';
-import { AlcartaError } from '../common/errors';
+import { AlcartaError } from './errors';
 
 /**
  * The implementation-defined server error of JSON-RPC 2.0 (-32000 to -32099 are reserved for it),

@@ -22,7 +22,7 @@ export interface Credential {
   readonly authenticatedAt: number;
 }
 
-/** Who an OAuth access token speaks for (SPEC 10): the principal is `iss` + `sub`. */
+/** Who an OAuth access token speaks for (docs/operators.md, "Identity providers"): the principal is `iss` + `sub`. */
 export interface OAuthPrincipal {
   readonly issuer: string;
   readonly subject: string;

@@ -1,12 +1,12 @@
 import type { MissingRequiredClientCapabilityErrorData, Server } from '@modelcontextprotocol/server';
-import { Caller } from '../../auth/caller';
+import { Caller } from '../../kernel/caller';
 
 /**
  * An MCP extension (SEP-2133) served at 2026-07-28: the entry it adds to the server's
  * `capabilities.extensions` (what `server/discover` shows), and its methods on the server built
  * for one request, bound to that request's caller.
  */
-export interface ModernExtension {
+export interface Revision20260728Extension {
   /** The extension identifier, e.g. `io.modelcontextprotocol/tasks`. */
   readonly id: string;
   /** Its settings object in the capabilities; `{}` when it has none. */

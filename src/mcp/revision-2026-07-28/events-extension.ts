@@ -3,12 +3,12 @@ import { MissingRequiredClientCapabilityError, ProtocolError, ProtocolErrorCode 
 import type { Server } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import { TERMINAL_STATES } from '../../approvals/approval-request.entity';
-import { Caller } from '../../auth/caller';
+import { Caller } from '../../kernel/caller';
 import { AppConfig } from '../../config/app-config';
 import { clientFacingError } from '../../database/database-errors';
 import { EventFeedService, FeedPage, MAX_FEED_PAGE, PageOptions } from '../../waits/event-feed.service';
-import { protocolErrorOf } from '../json-rpc';
-import { clientCapabilities, declaresExtension, ModernExtension } from './modern-extension';
+import { protocolErrorOf } from '../../kernel/json-rpc';
+import { clientCapabilities, declaresExtension, Revision20260728Extension } from './extension';
 
 /**
  * The identifier of the MCP Events extension (SEP-3415; incubated by the Triggers & Events working
@@ -54,7 +54,10 @@ const AUTHENTICATION = {
   properties: { spf: { type: 'string' }, dkim: { type: 'string' }, dmarc: { type: 'string' }, arc: { type: 'string' } },
 };
 
-/** The event types, as `events/list` shows them (payloads: the event fields of SPEC 1 and 9). */
+/**
+ * The event types, as `events/list` shows them (payloads: the event fields of docs/agents.md,
+ * "Concepts", and docs/mail.md).
+ */
 const EVENT_TYPES = {
   'email.received': {
     description:
@@ -111,13 +114,14 @@ const pollParams = z.looseObject({
 const anyResult = z.looseObject({});
 
 /**
- * The experimental Events extension at 2026-07-28 (SPEC 12), poll delivery only: `events/list`
- * names the event types this caller may read, `events/poll` returns one page of one of them after
- * a cursor. Push (`events/stream`) and webhooks (`events/subscribe`) are not offered; their
- * methods answer -32601. A client must declare the extension in its per-request capabilities.
+ * The experimental Events extension at 2026-07-28 (docs/agents.md, "Protocol revisions"), poll
+ * delivery only: `events/list` names the event types this caller may read, `events/poll` returns
+ * one page of one of them after a cursor. Push (`events/stream`) and webhooks (`events/subscribe`)
+ * are not offered; their methods answer -32601. A client must declare the extension in its
+ * per-request capabilities.
  */
 @Injectable()
-export class EventsExtension implements ModernExtension {
+export class EventsExtension implements Revision20260728Extension {
   readonly id = EVENTS_EXTENSION_ID;
   readonly settings = {};
   readonly enabled: boolean;

@@ -1,7 +1,8 @@
 /**
- * The error vocabulary shared by the REST API and the MCP tools (SPEC §3.1 and §7). Services throw
- * these; the REST exception filter turns them into HTTP statuses and the MCP layer into `isError`
- * tool results, so a rule is written once and answers the same on both surfaces.
+ * The error vocabulary shared by the REST API and the MCP tools (docs/agents.md, "Tools";
+ * docs/rest-api.md). Services throw these; the REST exception filter turns them into HTTP statuses
+ * and the MCP layer into `isError` tool results, so a rule is written once and answers the same on
+ * both surfaces.
  */
 export type ErrorCode =
   | 'invalid_request'
