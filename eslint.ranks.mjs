@@ -45,8 +45,10 @@ export const SRC_RANKS = {
   // Approval mail (its link pages use the console's layout) and the MCP endpoint.
   'approval-mail': 9,
   mcp: 9,
-  // Every table's entity, handed to the database module by the applications.
+  // Every table's entity, handed to the database module by the applications; the OpenAPI document
+  // of the REST routes, built from the running application's controllers.
   schema: 10,
+  openapi: 10,
   // The operator's command line.
   cli: 11,
 };

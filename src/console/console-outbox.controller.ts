@@ -1,8 +1,8 @@
 import { CanActivate, Controller, Get, Injectable, Param, Res, UseFilters, UseGuards } from '@nestjs/common';
 import { Response } from 'express';
 import { draftDocument } from '../approvals/draft-sanitizer';
-import { Public } from '../auth/auth.decorators';
-import { AlcartaError } from '../common/errors';
+import { Public } from '../kernel/route-decorators';
+import { AlcartaError } from '../kernel/errors';
 import { KeptMail, KeptMailStore } from '../outbox/kept-mail';
 import { ConsoleExceptionFilter } from './console-exception.filter';
 import { ConsoleRequestsService } from './console-requests.service';

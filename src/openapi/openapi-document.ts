@@ -5,7 +5,7 @@ import { ModulesContainer } from '@nestjs/core';
 import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import type { OperationObject, ParameterObject, ResponsesObject, SchemaObject } from '@nestjs/swagger';
 import { validationMetadatasToSchemas } from 'class-validator-jsonschema';
-import { PUBLIC_ROUTE, REQUIRED_SCOPES } from '../auth/auth.decorators';
+import { PUBLIC_ROUTE, REQUIRED_SCOPES } from '../kernel/route-decorators';
 import { OperationText, REST_OPERATIONS } from './rest-operations';
 import { REST_SCHEMAS } from './rest-schemas';
 

@@ -1,6 +1,6 @@
 import type { ReferenceObject, SchemaObject } from '@nestjs/swagger';
 import { REQUEST_STATES } from '../approvals/approval-request.entity';
-import { SCOPES } from '../auth/scopes';
+import { SCOPES } from '../kernel/scopes';
 import { DELIVERY_STATUSES } from '../outbox/outbound-delivery.entity';
 
 /**

@@ -1,5 +1,5 @@
 import { Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
-import { MailboxAccess } from '../auth/caller';
+import { MailboxAccess } from '../kernel/caller';
 import { AppConfig } from '../config/app-config';
 import { OutboundMessageFields } from './outbound-mail';
 

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ApprovalService, MAX_EXPIRY_SECONDS } from '#app/approvals/approval.service.js';
-import { Caller } from '#app/auth/caller.js';
-import { AlcartaError } from '#app/common/errors.js';
+import { Caller } from '#app/kernel/caller.js';
+import { AlcartaError } from '#app/kernel/errors.js';
 import { MessageService } from '#app/mail/message.service.js';
 import { inbound, refused, ServiceTier, startServiceTier } from '../support/service-tier';
 

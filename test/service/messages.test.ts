@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { Caller } from '#app/auth/caller.js';
+import { Caller } from '#app/kernel/caller.js';
 import { MessageService } from '#app/mail/message.service.js';
 import { inbound, refused, ServiceTier, startServiceTier } from '../support/service-tier';
 

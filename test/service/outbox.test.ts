@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ApprovalService } from '#app/approvals/approval.service.js';
-import { Caller } from '#app/auth/caller.js';
+import { Caller } from '#app/kernel/caller.js';
 import { OutboxService } from '#app/outbox/outbox.service.js';
 import { SmtpRelay } from '#app/outbox/smtp-relay.js';
 import { refused, ServiceTier, startServiceTier } from '../support/service-tier';

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { Caller, OPERATOR } from '#app/auth/caller.js';
+import { Caller, OPERATOR } from '#app/kernel/caller.js';
 import { TokenService } from '#app/auth/token.service.js';
-import { AlcartaError } from '#app/common/errors.js';
+import { AlcartaError } from '#app/kernel/errors.js';
 import { MessageService } from '#app/mail/message.service.js';
 import { TaskRepository } from '#app/tasks/task.repository.js';
 import { TaskService } from '#app/tasks/task.service.js';

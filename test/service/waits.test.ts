@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Histogram } from 'prom-client';
 import { ApprovalService } from '#app/approvals/approval.service.js';
-import { Caller } from '#app/auth/caller.js';
+import { Caller } from '#app/kernel/caller.js';
 import { MessageCursor } from '#app/mail/message-cursor.js';
 import { MessageService } from '#app/mail/message.service.js';
 import { Metrics } from '#app/metrics/metrics.js';

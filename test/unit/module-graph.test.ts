@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { before, describe, it } from 'node:test';
 import ts from 'typescript';
 
@@ -77,7 +76,7 @@ describe('module graph', () => {
 
   before(async () => {
     // The rank table is an ES module shared with eslint.config.mjs: loaded as one, not compiled in.
-    ranks = (await import(pathToFileURL(join(ROOT, 'eslint.ranks.mjs')).href)) as RankTable;
+    ranks = (await import(join(ROOT, 'eslint.ranks.mjs'))) as RankTable;
   });
 
   it('has no cycle between the directories of src/', () => {

@@ -1,5 +1,5 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
-import { Caller } from '#app/auth/caller.js';
+import { Caller } from '#app/kernel/caller.js';
 import { McpModule } from '#app/mcp/mcp.module.js';
 import { ALL_REVISIONS, ProtocolRevision } from '#app/mcp/protocol-revision.js';
 import { ToolCatalog } from '#app/mcp/tool-catalog.js';
