@@ -40,7 +40,7 @@ export function rawCall(
           'content-type': 'application/json',
           accept: 'application/json, text/event-stream',
           'mcp-protocol-version': revision,
-          ...(revision === '2026-07-28' && modernHeaders(body)),
+          ...(revision === '2026-07-28' && revision2026Headers(body)),
           'content-length': Buffer.byteLength(payload),
         },
       },
@@ -85,7 +85,7 @@ function withEnvelope(body: unknown): RawRequest {
 }
 
 /** `Mcp-Method`, and for a call `Mcp-Name`: the headers 2026-07-28 requires beside the body. */
-function modernHeaders(body: unknown): Record<string, string> {
+function revision2026Headers(body: unknown): Record<string, string> {
   const { method, params } = body as RawRequest;
   return { 'mcp-method': method, ...(params?.name !== undefined && { 'mcp-name': params.name }) };
 }

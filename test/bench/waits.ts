@@ -312,7 +312,7 @@ async function main(): Promise<void> {
   const a = await spawnServer(env);
   const b = await spawnServer(env);
   let c: SpawnedServer | undefined;
-  let modern: SpawnedServer | undefined;
+  let server2026: SpawnedServer | undefined;
   try {
     const mailboxes: string[] = [];
     for (let i = 0; i <= MAILBOXES; i++) {
@@ -429,16 +429,16 @@ async function main(): Promise<void> {
     // replica of their own warmed up with calls of that revision, so that the two eras' memory per
     // parked wait compare in one run.
     await a.stop();
-    modern = await spawnServer(env);
-    await warmUpReplica(modern, parkMailboxes, '2026-07-28');
+    server2026 = await spawnServer(env);
+    await warmUpReplica(server2026, parkMailboxes, '2026-07-28');
     // The warm-up's idle connections would reach the server's keep-alive timeout (5 s) about when
     // the parking reuses them, and a request written into a closing connection gets ECONNRESET.
     keepAliveClients.destroy();
     await sleep(2000);
-    const parkedModern = await parkedCapacity(modern, '2026-07-28', 'parked capacity, 2026-07-28');
-    await fanOut(parkedModern, 'keep-alive clients, 2026-07-28', modern);
+    const parked2026 = await parkedCapacity(server2026, '2026-07-28', 'parked capacity, 2026-07-28');
+    await fanOut(parked2026, 'keep-alive clients, 2026-07-28', server2026);
     keepAliveClients.destroy();
-    await modern.stop();
+    await server2026.stop();
 
     if (BLOCKING_ONLY) return printTable('Wait engine benchmark', rows);
     // Websocket waits, on a replica of their own (the first one's blocking waits are gone but their
@@ -521,7 +521,7 @@ async function main(): Promise<void> {
     await a.stop();
     await b.stop();
     await c?.stop();
-    await modern?.stop();
+    await server2026?.stop();
     await db.drop();
     await releaseDatabase();
   }

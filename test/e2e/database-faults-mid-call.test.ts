@@ -6,7 +6,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { Client as PgClient } from 'pg';
 import { SERVER_ERROR } from '#app/kernel/json-rpc.js';
 import { callOk, connectMcp, rawMcp } from '../support/mcp';
-import { envelope, modernHeaders } from '../support/mcp-2026';
+import { envelope, revision2026Headers } from '../support/mcp-2026';
 import { startTask } from '../support/tasks';
 import { raw2026, startInboxTask } from '../support/tasks-2026';
 import { createMailbox, createToken, startTestServer, TestServer } from '../support/test-server';
@@ -117,9 +117,9 @@ describe('database connection lost mid-call', () => {
       (err) => assertUnavailableRpcError(err, 'tasks/get at 2025-11-25'),
     );
 
-    const modern = await startInboxTask(server.url, secret, mailboxId);
+    const task2026 = await startInboxTask(server.url, secret, mailboxId);
     const res = await terminatedDuring('tasks', 'SELECT %FROM "tasks" "TaskEntity"%', () =>
-      raw2026(server.url, secret, 'tasks/get', { taskId: modern.taskId }),
+      raw2026(server.url, secret, 'tasks/get', { taskId: task2026.taskId }),
     );
     assert.equal(res.json?.error?.code, SERVER_ERROR, res.text);
     assert.equal(res.json.error.data?.error, 'unavailable', res.text);
@@ -127,11 +127,11 @@ describe('database connection lost mid-call', () => {
     // The server is fine afterwards: the same requests answer.
     assert.equal((await agent.experimental.tasks.getTask(task.taskId)).status, 'working');
     assert.equal(
-      (await raw2026(server.url, secret, 'tasks/get', { taskId: modern.taskId })).json.result?.status,
+      (await raw2026(server.url, secret, 'tasks/get', { taskId: task2026.taskId })).json.result?.status,
       'working',
     );
     await agent.experimental.tasks.cancelTask(task.taskId);
-    await raw2026(server.url, secret, 'tasks/cancel', { taskId: modern.taskId });
+    await raw2026(server.url, secret, 'tasks/cancel', { taskId: task2026.taskId });
   });
 
   it('events/poll answers -32000 unavailable (2026-07-28)', async () => {
@@ -145,7 +145,7 @@ describe('database connection lost mid-call', () => {
           method: 'events/poll',
           params: { name: 'approval.decided', cursor: null, _meta: envelope(DECLARES_EVENTS) },
         },
-        modernHeaders('events/poll'),
+        revision2026Headers('events/poll'),
       ),
     );
     assert.equal(res.json?.id, 'poll-1', res.text);
@@ -154,15 +154,15 @@ describe('database connection lost mid-call', () => {
   });
 
   it('a subscriptions/listen that has not started its stream answers HTTP 503 with its id (2026-07-28)', async () => {
-    const modern = await startInboxTask(server.url, secret, mailboxId);
+    const task2026 = await startInboxTask(server.url, secret, mailboxId);
     const res = await terminatedDuring('tasks', 'SELECT %FROM "tasks" "TaskEntity"%', () =>
-      raw2026(server.url, secret, 'subscriptions/listen', { notifications: { taskIds: [modern.taskId] } }),
+      raw2026(server.url, secret, 'subscriptions/listen', { notifications: { taskIds: [task2026.taskId] } }),
     );
     assert.equal(res.status, 503, res.text);
     assert.ok(Number(res.headers.get('retry-after')) > 0, 'Retry-After');
     assert.equal(typeof res.json?.id, 'number', res.text);
     assert.equal(res.json.error?.code, SERVER_ERROR, res.text);
     assert.equal(res.json.error.data?.error, 'unavailable', res.text);
-    await raw2026(server.url, secret, 'tasks/cancel', { taskId: modern.taskId });
+    await raw2026(server.url, secret, 'tasks/cancel', { taskId: task2026.taskId });
   });
 });

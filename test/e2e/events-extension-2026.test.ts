@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import type { Client } from '@modelcontextprotocol/client';
 import { z } from 'zod';
 import { rawMcp } from '../support/mcp';
-import { callOk2026, connectMcp2026, envelope, modernHeaders } from '../support/mcp-2026';
+import { callOk2026, connectMcp2026, envelope, revision2026Headers } from '../support/mcp-2026';
 import { createMailbox, createToken, ingest, startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
 
@@ -59,7 +59,7 @@ describe('Events extension at 2026-07-28', () => {
       server.url,
       secret,
       { jsonrpc: '2.0', id: 1, method, params: { ...params, _meta: envelope(capabilities) } },
-      modernHeaders(method),
+      revision2026Headers(method),
     );
 
   before(async () => {
@@ -391,7 +391,7 @@ describe('Events extension with ALCARTA_EVENTS_EXTENSION=off', () => {
         method: 'events/poll',
         params: { name: 'email.received', _meta: envelope(DECLARES_EVENTS) },
       },
-      modernHeaders('events/poll'),
+      revision2026Headers('events/poll'),
     );
     assert.equal(res.status, 404);
     assert.equal(res.json?.error?.code, -32601, res.text);

@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { Client as Client2026, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { callOk2026, connectMcp2026, envelope, MODERN, modernHeaders } from '../support/mcp-2026';
+import { callOk2026, connectMcp2026, envelope, MODERN, revision2026Headers } from '../support/mcp-2026';
 import { callError, callOk, connectMcp, rawMcp } from '../support/mcp';
 import { activeWaits } from '../support/metrics';
 import { createMailbox, createToken, ingest, randomSecret, startTestServer, TestServer } from '../support/test-server';
@@ -68,7 +68,7 @@ describe('MCP 2026-07-28 with the official v2 client', () => {
         server.url,
         token,
         modernRequest(1, 'server/discover'),
-        modernHeaders('server/discover'),
+        revision2026Headers('server/discover'),
       );
       assert.equal(raw.status, 200, raw.text);
       assert.equal(raw.json.result.resultType, 'complete');
@@ -102,7 +102,7 @@ describe('MCP 2026-07-28 with the official v2 client', () => {
     });
 
     it('marks tools/list private to the token (its scopes decide it), fresh for 5 minutes', async () => {
-      const raw = await rawMcp(server.url, token, modernRequest(2, 'tools/list'), modernHeaders('tools/list'));
+      const raw = await rawMcp(server.url, token, modernRequest(2, 'tools/list'), revision2026Headers('tools/list'));
       assert.equal(raw.status, 200, raw.text);
       assert.equal(raw.json.result.resultType, 'complete');
       assert.equal(raw.json.result.cacheScope, 'private');
@@ -134,7 +134,7 @@ describe('MCP 2026-07-28 with the official v2 client', () => {
         server.url,
         token,
         modernRequest(3, 'tools/call', { name: 'list_mailboxes', arguments: {} }),
-        modernHeaders('tools/call', 'list_mailboxes'),
+        revision2026Headers('tools/call', 'list_mailboxes'),
       );
       assert.equal(raw.status, 200, raw.text);
       assert.equal(raw.json.result.resultType, 'complete');
@@ -234,7 +234,7 @@ describe('MCP 2026-07-28 with the official v2 client', () => {
           'content-type': 'application/json',
           accept: 'application/json, text/event-stream',
           authorization: `Bearer ${token}`,
-          ...modernHeaders('tools/call', 'email_await'),
+          ...revision2026Headers('tools/call', 'email_await'),
         },
         body: JSON.stringify(
           modernRequest(4, 'tools/call', {
@@ -256,16 +256,16 @@ describe('MCP 2026-07-28 with the official v2 client', () => {
     it('Mcp-Method / Mcp-Name headers missing or not matching the body: -32020 with HTTP 400', async () => {
       const cases: Array<[string, unknown, Record<string, string>]> = [
         ['no Mcp-Method', listTools, { 'mcp-protocol-version': MODERN }],
-        ['Mcp-Method mismatch', listTools, modernHeaders('prompts/list')],
+        ['Mcp-Method mismatch', listTools, revision2026Headers('prompts/list')],
         [
           'no Mcp-Name on tools/call',
           modernRequest(11, 'tools/call', { name: 'list_mailboxes', arguments: {} }),
-          modernHeaders('tools/call'),
+          revision2026Headers('tools/call'),
         ],
         [
           'Mcp-Name mismatch',
           modernRequest(12, 'tools/call', { name: 'list_mailboxes', arguments: {} }),
-          modernHeaders('tools/call', 'email_await'),
+          revision2026Headers('tools/call', 'email_await'),
         ],
       ];
       for (const [what, body, headers] of cases) {
@@ -280,7 +280,7 @@ describe('MCP 2026-07-28 with the official v2 client', () => {
         server.url,
         token,
         { jsonrpc: '2.0', id: 13, method: 'tools/list', params: {} },
-        modernHeaders('tools/list'),
+        revision2026Headers('tools/list'),
       );
       assert.equal(raw.json?.error?.code, -32602, raw.text);
     });
@@ -295,14 +295,19 @@ describe('MCP 2026-07-28 with the official v2 client', () => {
           method: 'tools/list',
           params: { _meta: { ...envelope(), 'io.modelcontextprotocol/protocolVersion': '2099-01-01' } },
         },
-        { ...modernHeaders('tools/list'), 'mcp-protocol-version': '2099-01-01' },
+        { ...revision2026Headers('tools/list'), 'mcp-protocol-version': '2099-01-01' },
       );
       assert.equal(raw.json?.error?.code, -32022, raw.text);
       assert.deepEqual(raw.json.error.data.supported, [MODERN]);
     });
 
     it('an unknown method: -32601 with HTTP 404', async () => {
-      const raw = await rawMcp(server.url, token, modernRequest(15, 'prompts/list'), modernHeaders('prompts/list'));
+      const raw = await rawMcp(
+        server.url,
+        token,
+        modernRequest(15, 'prompts/list'),
+        revision2026Headers('prompts/list'),
+      );
       assert.equal(raw.status, 404, raw.text);
       assert.equal(raw.json?.error?.code, -32601, raw.text);
       // The v2 client reports the HTTP error with the JSON-RPC body.
@@ -314,14 +319,14 @@ describe('MCP 2026-07-28 with the official v2 client', () => {
         ['ping', {}],
         ['logging/setLevel', { level: 'info' }],
       ] as const) {
-        const raw = await rawMcp(server.url, token, modernRequest(17, method, params), modernHeaders(method));
+        const raw = await rawMcp(server.url, token, modernRequest(17, method, params), revision2026Headers(method));
         assert.equal(raw.json?.error?.code, -32601, `${method}: ${raw.text}`);
       }
     });
 
     it('no or an invalid bearer: 401 with the challenge, as at 2025-11-25', async () => {
       for (const bearer of [undefined, randomSecret()]) {
-        const raw = await rawMcp(server.url, bearer, listTools, modernHeaders('tools/list'));
+        const raw = await rawMcp(server.url, bearer, listTools, revision2026Headers('tools/list'));
         assert.equal(raw.status, 401, raw.text);
         assert.match(raw.headers.get('www-authenticate') ?? '', /^Bearer /);
       }

@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import type { Client as Client2026, SubscriptionFilter } from '@modelcontextprotocol/client';
 import type { TaskEnabledSession } from '@modelcontextprotocol/ext-tasks/client';
 import { streamMcp } from '../support/mcp';
-import { callOk2026, envelope, modernHeaders } from '../support/mcp-2026';
+import { callOk2026, envelope, revision2026Headers } from '../support/mcp-2026';
 import { activeWaits } from '../support/metrics';
 import { connectTaskSession, raw2026, startInboxTask, TASKS_CAPABILITIES } from '../support/tasks-2026';
 import { createMailbox, createToken, startTestServer, TestServer } from '../support/test-server';
@@ -25,7 +25,7 @@ function listen(baseUrl: string, token: string, id: string, notifications: unkno
       method: 'subscriptions/listen',
       params: { notifications, _meta: envelope(TASKS_CAPABILITIES) },
     },
-    { ...modernHeaders('subscriptions/listen'), ...headers },
+    { ...revision2026Headers('subscriptions/listen'), ...headers },
   );
 }
 

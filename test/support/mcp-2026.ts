@@ -49,6 +49,6 @@ export function envelope(capabilities: Record<string, unknown> = {}): Record<str
 }
 
 /** The standard headers of a raw 2026-07-28 request: the revision, `Mcp-Method` and, when given, `Mcp-Name`. */
-export function modernHeaders(method: string, name?: string): Record<string, string> {
+export function revision2026Headers(method: string, name?: string): Record<string, string> {
   return { 'mcp-protocol-version': MODERN, 'mcp-method': method, ...(name !== undefined && { 'mcp-name': name }) };
 }

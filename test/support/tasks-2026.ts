@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import type { Client } from '@modelcontextprotocol/client';
 import type { RawClientDispatch, TaskEnabledSession } from '@modelcontextprotocol/ext-tasks/client';
-import { connectMcp2026, envelope, MODERN, modernHeaders } from './mcp-2026';
+import { connectMcp2026, envelope, MODERN, revision2026Headers } from './mcp-2026';
 import { rawMcp } from './mcp';
 
 export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
@@ -30,7 +30,7 @@ export function rawDispatch(baseUrl: string, token: string): RawClientDispatch {
     const { method, params } = request as { method: string; params?: Record<string, unknown> };
     const extra = options?.context?.headers ?? {};
     const headers = {
-      ...modernHeaders(method, mcpName(method, params)),
+      ...revision2026Headers(method, mcpName(method, params)),
       ...Object.fromEntries(Object.entries(extra).map(([k, v]) => [k.toLowerCase(), v])),
     };
     const { json, status, text } = await rawMcp(
@@ -89,7 +89,7 @@ export function raw2026(
       method,
       params: { ...params, _meta: envelope(options.capabilities ?? TASKS_CAPABILITIES) },
     },
-    modernHeaders(method, options.name ?? mcpName(method, params)),
+    revision2026Headers(method, options.name ?? mcpName(method, params)),
   );
 }
 

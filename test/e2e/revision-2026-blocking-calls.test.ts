@@ -5,7 +5,7 @@ import { BlockingCallResponder } from '#app/mcp/blocking-call.responder.js';
 import type { Request } from 'express';
 import { activeWaits } from '../support/metrics';
 import { sseMessages } from '../support/mcp';
-import { callOk2026, connectMcp2026, envelope, modernHeaders } from '../support/mcp-2026';
+import { callOk2026, connectMcp2026, envelope, revision2026Headers } from '../support/mcp-2026';
 import { createMailbox, ingest, startTestServer, TestServer } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
 
@@ -36,7 +36,7 @@ describe('2026-07-28 blocking calls on the fast path', () => {
   const call = (
     baseUrl: string,
     params: Record<string, unknown>,
-    headers: Record<string, string> = modernHeaders('tools/call', params.name as string),
+    headers: Record<string, string> = revision2026Headers('tools/call', params.name as string),
     capabilities: Record<string, unknown> = {},
   ): RawCall => {
     let headed = false;
@@ -69,7 +69,7 @@ describe('2026-07-28 blocking calls on the fast path', () => {
   });
   /** The same call, left to the v2 SDK by the encoded form of its `Mcp-Name`. */
   const viaSdk = (params: { name: string }) => ({
-    ...modernHeaders('tools/call'),
+    ...revision2026Headers('tools/call'),
     'mcp-name': encodedName(params.name),
   });
 
@@ -146,13 +146,13 @@ describe('2026-07-28 blocking calls on the fast path', () => {
       return answer.messages[0].error.code as number;
     };
     // SEP-2243: the standard headers must be there and agree with the body (-32020 HeaderMismatch).
-    assert.equal(await refused(modernHeaders('tools/call', 'monitor_inbox')), -32020);
-    assert.equal(await refused(modernHeaders('tools/call')), -32020);
-    assert.equal(await refused(modernHeaders('tools/list', 'email_await')), -32020);
+    assert.equal(await refused(revision2026Headers('tools/call', 'monitor_inbox')), -32020);
+    assert.equal(await refused(revision2026Headers('tools/call')), -32020);
+    assert.equal(await refused(revision2026Headers('tools/list', 'email_await')), -32020);
     assert.equal(await refused({ 'mcp-method': 'tools/call', 'mcp-name': 'email_await' }), -32020);
     // Params that are not a CallToolRequest: -32602 from the SDK's server (on the call's stream).
     const notACall = { ...params, arguments: 'x' } as never;
-    assert.equal(await refused(modernHeaders('tools/call', 'email_await'), notACall, 200), -32602);
+    assert.equal(await refused(revision2026Headers('tools/call', 'email_await'), notACall, 200), -32602);
   });
 
   it('leaves calls whose client declares the Tasks extension to the v2 SDK (they may become tasks)', () => {
@@ -163,7 +163,7 @@ describe('2026-07-28 blocking calls on the fast path', () => {
         headers: {
           'content-type': 'application/json',
           accept: 'application/json, text/event-stream',
-          ...modernHeaders('tools/call', 'email_await'),
+          ...revision2026Headers('tools/call', 'email_await'),
         },
         body: {
           jsonrpc: '2.0',
