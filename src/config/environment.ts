@@ -295,7 +295,7 @@ export class Environment {
   @Type(() => Number)
   @IsInt()
   @Min(1024)
-  ALCARTA_SMTP_MAX_BYTES_IN_FLIGHT: number = 128 * 1024 * 1024;
+  ALCARTA_SMTP_MAX_BYTES_IN_FLIGHT: number = 64 * 1024 * 1024;
 
   /** Sender authentication (SPF, DKIM, DMARC, ARC) of inbound mail; `off` looks nothing up. */
   @IsIn(['on', 'off'])

@@ -45,7 +45,9 @@ describe('administrative CLI: listings, input checks, shell globs', () => {
        };
        process.on('exit', () => process.stderr.write('loaded-frameworks: ' + JSON.stringify([...seen]) + '\\n'));`,
     );
-    for (const file of ['Dockerfile', 'README.md', 'package.json']) await writeFile(join(dir, file), '');
+    // A project directory an operator might be in (Node reads a package.json it meets, so it is valid JSON).
+    const files = { Dockerfile: 'FROM scratch\n', 'README.md': '# a project\n', 'package.json': '{}\n' };
+    for (const [file, content] of Object.entries(files)) await writeFile(join(dir, file), content);
   });
 
   after(async () => {

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { join, resolve } from 'node:path';
 
 /** The repository root (this file runs from test/support/ or, compiled, from dist-test/support/). */
@@ -33,4 +34,23 @@ export function appEntryArgs(entry: 'main' | 'cli'): string[] {
   return FROM_SOURCE
     ? [...SOURCE_NODE_FLAGS, join(REPO_ROOT, 'src', `${entry}.ts`)]
     : [join(REPO_ROOT, 'dist', `${entry}.js`)];
+}
+
+let built = false;
+
+/**
+ * The arguments of `node` that run the build's entry point as the container image does
+ * (`dist/main.js`), building first when the build is stale (scripts/build-if-stale.mjs, as `npm
+ * start` does). For a test that measures the process the image runs — its memory — rather than the
+ * source runner, whose compiler adds its own.
+ */
+export function builtEntryArgs(entry: 'main' | 'cli'): string[] {
+  if (!built) {
+    execFileSync(process.execPath, [join(REPO_ROOT, 'scripts', 'build-if-stale.mjs')], {
+      cwd: REPO_ROOT,
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    built = true;
+  }
+  return [join(REPO_ROOT, 'dist', `${entry}.js`)];
 }

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { scrubSecrets } from '#app/logging/secret-masking.js';
 import { join } from 'node:path';
 import { freePort } from '#app/common/net.js';
-import { appEntryArgs, REPO_ROOT } from './app-entry';
+import { appEntryArgs, builtEntryArgs, REPO_ROOT } from './app-entry';
 import { recordSecret, recordSecretSettings, SpawnedServerLog } from './test-logs';
 import { waitFor } from './wait-for';
 
@@ -50,13 +50,17 @@ process.on('exit', () => {
  * Runs the server (`node dist/main.js`, or src/main.ts from source: see app-entry.ts) as a real
  * process on a free loopback port with `env` (on top of this process's environment; pass
  * `DATABASE_URL: undefined` for the embedded database). Does not wait for it: use this for starts
- * that are expected to fail, `spawnServer` otherwise.
+ * that are expected to fail, `spawnServer` otherwise. With `{ build: true }` it runs the build
+ * (`node dist/main.js`, built first when stale) even from source: the process the image runs.
  */
-export async function launchServer(env: Record<string, string | undefined>): Promise<SpawnedServer> {
+export async function launchServer(
+  env: Record<string, string | undefined>,
+  options: { build?: boolean } = {},
+): Promise<SpawnedServer> {
   const port = await freePort();
   recordSecretSettings({ ...process.env, ...env });
   const log = SpawnedServerLog.for(env);
-  const child = spawn(process.execPath, appEntryArgs('main'), {
+  const child = spawn(process.execPath, options.build ? builtEntryArgs('main') : appEntryArgs('main'), {
     cwd: REPO_ROOT,
     // A process of its own cannot be handed test DNS records: sender authentication stays off unless a
     // test turns it on, so that no test asks the real DNS. SMTP is off unless a test asks for it (a
@@ -105,8 +109,11 @@ export async function launchServer(env: Record<string, string | undefined>): Pro
 }
 
 /** `launchServer`, then waits until `/health/ready` answers 200; fails with the output if it exits. */
-export async function spawnServer(env: Record<string, string | undefined>): Promise<SpawnedServer> {
-  const server = await launchServer(env);
+export async function spawnServer(
+  env: Record<string, string | undefined>,
+  options: { build?: boolean } = {},
+): Promise<SpawnedServer> {
+  const server = await launchServer(env, options);
   let exitCode: number | null | undefined;
   void server.exited.then((code) => (exitCode = code));
   try {

@@ -8,8 +8,18 @@ export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
 /** The per-request client capabilities of a client that declares the Tasks extension. */
 export const TASKS_CAPABILITIES = { extensions: { [TASKS_EXTENSION]: {} } };
 
-/** `@modelcontextprotocol/ext-tasks` is ESM only; the tests are CommonJS, so it is loaded with `import()`. */
-const extTasks = () => import('@modelcontextprotocol/ext-tasks/client');
+/**
+ * `@modelcontextprotocol/ext-tasks` is ESM only (its exports offer only the "import" condition) and
+ * the tests are CommonJS, so it must be loaded with a real `import()`. From source, SWC compiles
+ * every `import()` it sees into `require()`, which that export refuses; an `import()` inside a
+ * Function body is invisible to the compiler and stays a real one, compiled or not.
+ */
+// eslint-disable-next-line @typescript-eslint/no-implied-eval -- a constant body, no input: the only way to keep import() from SWC
+const importModule = new Function('specifier', 'return import(specifier)') as (specifier: string) => Promise<unknown>;
+const extTasks = () =>
+  importModule('@modelcontextprotocol/ext-tasks/client') as Promise<
+    typeof import('@modelcontextprotocol/ext-tasks/client')
+  >;
 
 /** The value `Mcp-Name` mirrors for a request (SEP-2243 and SEP-2663's Streamable HTTP binding). */
 function mcpName(method: string, params: Record<string, unknown> | undefined): string | undefined {
