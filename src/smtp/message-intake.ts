@@ -36,6 +36,10 @@ export class MessageIntake {
     data.on('data', (chunk: Buffer) => this.receive(chunk));
     data.once('end', () => void this.finish());
     data.once('error', (err) => this.body.destroy(err));
+    // Whoever reads the body may let go of it early (a reader that failed destroys it): the rest of
+    // DATA must still be read and dropped, or a pause waiting for the body's 'drain' would last
+    // forever and the client would never get its reply.
+    this.body.once('close', () => this.data.resume());
   }
 
   /** Why the intake gave up on the message, if it did. */
@@ -69,7 +73,7 @@ export class MessageIntake {
   }
 
   private receive(chunk: Buffer): void {
-    if (this.refusal || this.released) return;
+    if (this.refusal || this.released || this.body.destroyed) return;
     this.received += chunk.length;
     if (this.received > this.maxBytes) {
       return this.giveUp(new SmtpRefusal(552, 'too_large', 'Message exceeds the size limit'));
