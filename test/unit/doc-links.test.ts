@@ -10,7 +10,16 @@ function documentationFiles(): string[] {
   const docs = (readdirSync(join(ROOT, 'docs'), { recursive: true }) as string[])
     .filter((file) => file.endsWith('.md'))
     .map((file) => join('docs', file));
-  return ['README.md', 'CONTRIBUTING.md', 'CHANGELOG.md', ...docs].sort();
+  return ['README.md', 'CONTRIBUTING.md', 'CHANGELOG.md', 'helm/alcarta/README.md', ...docs].sort();
+}
+
+/** The code, charts and migrations: their comments cite documents as the docs do. */
+function sourceFiles(): string[] {
+  return ['src', 'test', 'helm', 'migrations', 'scripts'].flatMap((dir) =>
+    (readdirSync(join(ROOT, dir), { recursive: true }) as string[])
+      .filter((file) => /\.(ts|mjs|js|ya?ml|tpl|txt|md)$/.test(file))
+      .map((file) => join(dir, file)),
+  );
 }
 
 /** Markdown without its code: links and text inside fences or backticks are examples, not links. */
@@ -82,13 +91,30 @@ describe('documentation links', () => {
     assert.deepEqual(broken, []);
   });
 
-  it('no text refers to a file outside the repository or to the internal specification', () => {
+  it('no path in the text leads out of the repository or to a file it does not contain', () => {
+    // Code spans count too: a path quoted as an example is still one a reader would follow.
     const offending: string[] = [];
     for (const file of files) {
+      const text = readFileSync(join(ROOT, file), 'utf8');
+      for (const [path] of text.matchAll(/(?:\.\.\/)+[\w.-]+(?:\/[\w.-]+)*/g)) {
+        const target = resolve(dirname(join(ROOT, file)), path);
+        const inside = !relative(ROOT, target).startsWith('..');
+        if (!inside || !existsSync(target)) offending.push(`${file}: ${path}`);
+      }
+    }
+    assert.deepEqual(offending, []);
+  });
+
+  it('cites sections only of documents that name themselves (RFC 8414 §3.3), in docs and code alike', () => {
+    const offending: string[] = [];
+    for (const file of [...files, ...sourceFiles()]) {
       readFileSync(join(ROOT, file), 'utf8')
         .split('\n')
         .forEach((line, index) => {
-          if (/SPEC §|\.\.\/shared/.test(line)) offending.push(`${file}:${index + 1}: ${line.trim()}`);
+          for (const match of line.matchAll(/\u00a7/g)) {
+            const before = line.slice(0, match.index);
+            if (!/RFC \d+[^\u00a7]*$/.test(before)) offending.push(`${file}:${index + 1}: ${line.trim()}`);
+          }
         });
     }
     assert.deepEqual(offending, []);
