@@ -71,6 +71,15 @@ export class AppConfig {
   readonly smtpRetryMaxMs: number;
   readonly smtpRetryBaseMs: number;
   readonly outboxLeaseMs: number;
+  /** The key of the secrets of connected mailboxes; undefined: none configured (the embedded database makes one). */
+  readonly secretsKey: Buffer | undefined;
+  /** The key before a rotation: what it sealed is still opened. */
+  readonly previousSecretsKey: Buffer | undefined;
+  readonly imapLeaseMs: number;
+  readonly imapIdleMs: number;
+  readonly imapRetryMaxMs: number;
+  readonly imapConnectTimeoutMs: number;
+  readonly imapMaxFolders: number;
   /** OpenID Connect sign-in to the console (docs/approvers.md); undefined: people paste a token. */
   readonly consoleOidc: { clientId: string; clientSecret: string | undefined } | undefined;
   /** Scopes every console session has besides those of its token. */
@@ -149,6 +158,15 @@ export class AppConfig {
     this.smtpRetryMaxMs = env.ALCARTA_SMTP_RETRY_MAX_SECONDS * 1000;
     this.smtpRetryBaseMs = env.ALCARTA_SMTP_RETRY_BASE_SECONDS * 1000;
     this.outboxLeaseMs = env.ALCARTA_OUTBOX_LEASE_SECONDS * 1000;
+    this.secretsKey = env.ALCARTA_SECRETS_KEY ? Buffer.from(env.ALCARTA_SECRETS_KEY.trim(), 'base64') : undefined;
+    this.previousSecretsKey = env.ALCARTA_SECRETS_KEY_PREVIOUS
+      ? Buffer.from(env.ALCARTA_SECRETS_KEY_PREVIOUS.trim(), 'base64')
+      : undefined;
+    this.imapLeaseMs = env.ALCARTA_IMAP_LEASE_SECONDS * 1000;
+    this.imapIdleMs = env.ALCARTA_IMAP_IDLE_SECONDS * 1000;
+    this.imapRetryMaxMs = env.ALCARTA_IMAP_RETRY_MAX_SECONDS * 1000;
+    this.imapConnectTimeoutMs = env.ALCARTA_IMAP_CONNECT_TIMEOUT_SECONDS * 1000;
+    this.imapMaxFolders = env.ALCARTA_IMAP_MAX_FOLDERS;
     const audiences = env.ALCARTA_OAUTH_AUDIENCE.split(',')
       .map((a) => a.trim())
       .filter((a) => a.length > 0);

@@ -348,6 +348,63 @@ export class Environment {
   @Max(3600)
   ALCARTA_OUTBOX_LEASE_SECONDS: number = 120;
 
+  /**
+   * The key that encrypts the secrets of connected mailboxes (passwords, refresh tokens, client
+   * secrets) in the database with AES-256-GCM: 32 bytes, base64 (`openssl rand -base64 32`). Unset
+   * with the embedded PostgreSQL (no DATABASE_URL): a key is generated once and kept in
+   * `<ALCARTA_DATA_DIR>/secrets.key`; unset with DATABASE_URL: mailboxes cannot be connected.
+   */
+  @Transform(emptyToUndefined)
+  @IsOptional()
+  @ValidateBy(secretsKeyRule('ALCARTA_SECRETS_KEY'))
+  ALCARTA_SECRETS_KEY?: string;
+
+  /**
+   * The ALCARTA_SECRETS_KEY before a rotation: secrets sealed with it are still read, and sealed
+   * again with the current key when next written.
+   */
+  @Transform(emptyToUndefined)
+  @IsOptional()
+  @ValidateBy(secretsKeyRule('ALCARTA_SECRETS_KEY_PREVIOUS'))
+  ALCARTA_SECRETS_KEY_PREVIOUS?: string;
+
+  /**
+   * A replica's lease on a connected mailbox folder it watches. A lease not renewed for this long
+   * (the replica died) is taken over by another replica.
+   */
+  @Type(() => Number)
+  @IsInt()
+  @Min(5)
+  @Max(3600)
+  ALCARTA_IMAP_LEASE_SECONDS: number = 30;
+
+  /** IMAP IDLE is ended and started again after this long; below RFC 2177's 29 minutes, when servers may drop it. */
+  @Type(() => Number)
+  @IsInt()
+  @Min(10)
+  @Max(1739)
+  ALCARTA_IMAP_IDLE_SECONDS: number = 1500;
+
+  /** The longest pause between attempts to reconnect to an IMAP server (the back-off doubles up to it). */
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(86400)
+  ALCARTA_IMAP_RETRY_MAX_SECONDS: number = 300;
+
+  /** Connecting to an IMAP or SMTP server of a connected mailbox (TCP, TLS and sign-in) must finish within this long. */
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(300)
+  ALCARTA_IMAP_CONNECT_TIMEOUT_SECONDS: number = 15;
+
+  /** Connected mailbox folders one replica watches at most; the others are left to other replicas. */
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  ALCARTA_IMAP_MAX_FOLDERS: number = 1000;
+
   /** The OAuth 2.1 authorization server whose JWT access tokens are accepted beside `alc_` tokens; unset: OAuth off. */
   @Transform(emptyToUndefined)
   @IsOptional()
@@ -408,6 +465,24 @@ export class Environment {
   /** Scopes a person signed in to the console has besides those of their token (space-separated). */
   @IsString()
   ALCARTA_CONSOLE_DEFAULT_SCOPES: string = '';
+}
+
+/** A secrets key: base64 of exactly 32 bytes (AES-256). */
+function secretsKeyRule(variable: string) {
+  return {
+    name: 'isSecretsKey',
+    validator: {
+      validate: (value: unknown) => typeof value === 'string' && decodedKeyLength(value) === 32,
+      defaultMessage: () => `${variable} must be 32 bytes in base64 (openssl rand -base64 32)`,
+    },
+  };
+}
+
+function decodedKeyLength(value: string): number {
+  const trimmed = value.trim();
+  // Buffer.from ignores what is not base64, so a wrong alphabet is refused before it can decode short.
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(trimmed)) return -1;
+  return Buffer.from(trimmed, 'base64').length;
 }
 
 /** Validates raw environment variables; throws one error that lists every invalid variable. */

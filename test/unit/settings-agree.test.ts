@@ -63,6 +63,8 @@ const DELIBERATELY_ABSENT: Record<string, Record<string, string>> = {
     DATABASE_URL: 'database.url or existingSecret (a Secret)',
     ALCARTA_BOOTSTRAP_TOKEN: 'bootstrapToken (a Secret)',
     ALCARTA_CONSOLE_CLIENT_SECRET: 'console.clientSecret (a Secret)',
+    ALCARTA_SECRETS_KEY: 'secretsKey or existingSecret (a Secret)',
+    ALCARTA_SECRETS_KEY_PREVIOUS: 'previousSecretsKey or existingSecret (a Secret)',
     ALCARTA_SMTP_RELAY_URL: 'mail.relay (a Secret: it holds credentials)',
     ALCARTA_MIGRATIONS: 'set by the chart from migrationJob.enabled',
     ALCARTA_SMTP_TLS_CERT_FILE: 'mounted from mail.tls.secretName',

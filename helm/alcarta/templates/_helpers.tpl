@@ -47,7 +47,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
-{{/* The Secret holding DATABASE_URL (and ALCARTA_BOOTSTRAP_TOKEN, ALCARTA_CONSOLE_CLIENT_SECRET): the operator's, or the chart's. */}}
+{{/* The Secret holding DATABASE_URL (and ALCARTA_BOOTSTRAP_TOKEN, ALCARTA_CONSOLE_CLIENT_SECRET, ALCARTA_SECRETS_KEY, ALCARTA_SECRETS_KEY_PREVIOUS): the operator's, or the chart's. */}}
 {{- define "alcarta.secretName" -}}
 {{- default (include "alcarta.fullname" .) .Values.existingSecret }}
 {{- end }}
@@ -59,8 +59,8 @@ and `helm install` stop with the message.
 */}}
 {{- define "alcarta.validate" -}}
 {{- if .Values.existingSecret }}
-{{- if or .Values.database.url .Values.bootstrapToken .Values.console.clientSecret }}
-{{- fail "existingSecret is set: leave database.url, bootstrapToken and console.clientSecret empty (put them in that Secret)" }}
+{{- if or .Values.database.url .Values.bootstrapToken .Values.console.clientSecret .Values.secretsKey .Values.previousSecretsKey }}
+{{- fail "existingSecret is set: leave database.url, bootstrapToken, console.clientSecret, secretsKey and previousSecretsKey empty (put them in that Secret)" }}
 {{- end }}
 {{- else }}
 {{- $_ := required "database.url is required (DATABASE_URL, postgres://user:password@host:5432/database), or set existingSecret to a Secret holding DATABASE_URL" .Values.database.url }}
@@ -132,7 +132,7 @@ sends SIGKILL, so it must cover both, plus a margin for the process to end.
 
 {{/*
 The ConfigMap's data: every setting of .env.example except the secret ones (DATABASE_URL,
-ALCARTA_BOOTSTRAP_TOKEN, ALCARTA_CONSOLE_CLIENT_SECRET, ALCARTA_SMTP_RELAY_URL), shared by the ConfigMap of the pods and the migration hook's copy.
+ALCARTA_BOOTSTRAP_TOKEN, ALCARTA_CONSOLE_CLIENT_SECRET, ALCARTA_SECRETS_KEY, ALCARTA_SECRETS_KEY_PREVIOUS, ALCARTA_SMTP_RELAY_URL), shared by the ConfigMap of the pods and the migration hook's copy.
 */}}
 {{- define "alcarta.configData" -}}
 {{- $config := .Values.config }}
