@@ -24,6 +24,8 @@ export const SRC_RANKS = {
   // Process lifetime (drain, background jobs) and the connection to PostgreSQL.
   lifecycle: 2,
   database: 2,
+  // Encryption of secrets at rest (the credentials of connected mailboxes) with the configured key.
+  secrets: 2,
   // The event log and its doorbell; the HTTP plumbing every controller uses.
   events: 3,
   http: 3,

@@ -4,6 +4,7 @@ import { AppConfig } from './config/app-config';
 import { validateEnvironment } from './config/environment';
 import { openEmbeddedPostgres } from './database/embedded-postgres';
 import { createRootLogger } from './logging/logger';
+import { embeddedSecretsKeySettings } from './secrets/secrets-key-file';
 import { RunningServer, startServer } from './server';
 
 /**
@@ -24,7 +25,10 @@ async function main(): Promise<void> {
 
   let server;
   try {
-    server = await startServer({ overrides: { DATABASE_URL: embedded?.url ?? config.databaseUrl }, logger: log });
+    server = await startServer({
+      overrides: { DATABASE_URL: embedded?.url ?? config.databaseUrl, ...(await embeddedSecretsKeySettings(config)) },
+      logger: log,
+    });
   } catch (err) {
     await embedded?.close();
     throw err;

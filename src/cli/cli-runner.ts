@@ -4,6 +4,7 @@ import { validateEnvironment } from '../config/environment';
 import { LocalDatabase, openEmbeddedPostgres } from '../database/embedded-postgres';
 import { MigrationRunner } from '../database/migration-runner';
 import { createRootLogger, PinoNestLogger } from '../logging/logger';
+import { embeddedSecretsKeySettings } from '../secrets/secrets-key-file';
 import { CliModule } from './cli.module';
 import { WriteCommand } from './command-line';
 import { describeFailure, runCommand } from './commands';
@@ -24,7 +25,15 @@ export async function execute(command: WriteCommand): Promise<number> {
     const logger = createRootLogger(config.logLevel === 'info' ? 'warn' : config.logLevel, process.stderr);
     embedded = config.databaseUrl ? undefined : await openEmbeddedPostgres(config.dataDir, { persistent: true });
     const app = await NestFactory.createApplicationContext(
-      CliModule.register({ overrides: { DATABASE_URL: embedded?.url ?? config.databaseUrl } }, logger),
+      CliModule.register(
+        {
+          overrides: {
+            DATABASE_URL: embedded?.url ?? config.databaseUrl,
+            ...(await embeddedSecretsKeySettings(config)),
+          },
+        },
+        logger,
+      ),
       { logger: new PinoNestLogger(logger) },
     );
     try {

@@ -72,9 +72,16 @@ export class AppConfig {
   readonly smtpRetryBaseMs: number;
   readonly outboxLeaseMs: number;
   /** The key of the secrets of connected mailboxes; undefined: none configured (the embedded database makes one). */
-  readonly secretsKey: Buffer | undefined;
+  get secretsKey(): Buffer | undefined {
+    return this.#secretsKey;
+  }
   /** The key before a rotation: what it sealed is still opened. */
-  readonly previousSecretsKey: Buffer | undefined;
+  get previousSecretsKey(): Buffer | undefined {
+    return this.#previousSecretsKey;
+  }
+  // Private fields behind getters: util.inspect and JSON.stringify of the config never show the keys.
+  readonly #secretsKey: Buffer | undefined;
+  readonly #previousSecretsKey: Buffer | undefined;
   readonly imapLeaseMs: number;
   readonly imapIdleMs: number;
   readonly imapRetryMaxMs: number;
@@ -158,8 +165,8 @@ export class AppConfig {
     this.smtpRetryMaxMs = env.ALCARTA_SMTP_RETRY_MAX_SECONDS * 1000;
     this.smtpRetryBaseMs = env.ALCARTA_SMTP_RETRY_BASE_SECONDS * 1000;
     this.outboxLeaseMs = env.ALCARTA_OUTBOX_LEASE_SECONDS * 1000;
-    this.secretsKey = env.ALCARTA_SECRETS_KEY ? Buffer.from(env.ALCARTA_SECRETS_KEY.trim(), 'base64') : undefined;
-    this.previousSecretsKey = env.ALCARTA_SECRETS_KEY_PREVIOUS
+    this.#secretsKey = env.ALCARTA_SECRETS_KEY ? Buffer.from(env.ALCARTA_SECRETS_KEY.trim(), 'base64') : undefined;
+    this.#previousSecretsKey = env.ALCARTA_SECRETS_KEY_PREVIOUS
       ? Buffer.from(env.ALCARTA_SECRETS_KEY_PREVIOUS.trim(), 'base64')
       : undefined;
     this.imapLeaseMs = env.ALCARTA_IMAP_LEASE_SECONDS * 1000;
