@@ -35,9 +35,11 @@ export const SRC_RANKS = {
   // Tokens, principals, grants; outbound delivery of approved mail.
   auth: 5,
   outbox: 5,
-  // Approval requests (approving queues an outbox delivery); SMTP ingestion.
+  // Approval requests (approving queues an outbox delivery); SMTP ingestion; connected mailboxes
+  // (IMAP accounts synced into mailboxes, sending through their own submission servers).
   approvals: 6,
   smtp: 6,
+  'connected-mailboxes': 6,
   // The wait engine: waits on messages, requests and deliveries.
   waits: 7,
   // What is built on waits: durable tasks, websocket wait sockets, the approvers' console.

@@ -4,6 +4,7 @@ import { ApprovalMailModule } from './approval-mail/approval-mail.module';
 import { ApprovalsModule } from './approvals/approvals.module';
 import { AuthModule } from './auth/auth.module';
 import { AlcartaConfigModule, ConfigOptions } from './config/config.module';
+import { ConnectedMailboxesModule } from './connected-mailboxes/connected-mailboxes.module';
 import { ConsoleModule } from './console/console.module';
 import { Logger } from 'pino';
 import { ENTITIES } from './schema/entities';
@@ -39,6 +40,7 @@ export class AppModule {
         EventsModule,
         MailModule,
         OutboxModule,
+        ConnectedMailboxesModule,
         SmtpModule,
         ApprovalsModule,
         AuthModule,

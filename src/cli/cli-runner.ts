@@ -41,8 +41,9 @@ export async function execute(command: WriteCommand): Promise<number> {
         if (config.runMigrations) await app.get(MigrationRunner).run();
         else await app.get(MigrationRunner).assertUpToDate();
       }
-      printOutput(command, await runCommand(app, command));
-      return 0;
+      const output = await runCommand(app, command);
+      printOutput(command, output);
+      return output.failed ? 1 : 0;
     } finally {
       await app.close();
     }

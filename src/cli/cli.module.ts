@@ -7,6 +7,7 @@ import { DatabaseModule } from '../database/database.module';
 import { LifecycleModule } from '../lifecycle/lifecycle.module';
 import { LoggingModule } from '../logging/logging.module';
 import { DnsModule } from '../mail/dns-resolver';
+import { ConnectedMailboxesModule } from '../connected-mailboxes/connected-mailboxes.module';
 import { MailModule } from '../mail/mail.module';
 import { MetricsCoreModule } from '../metrics/metrics-core.module';
 import { TasksModule } from '../tasks/tasks.module';
@@ -29,6 +30,7 @@ export class CliModule {
         DatabaseModule.forRoot(ENTITIES),
         LifecycleModule,
         MailModule,
+        ConnectedMailboxesModule,
         AuthModule,
         TasksModule,
       ],

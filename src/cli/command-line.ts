@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 
 export const USAGE = `Usage: npm run cli -- <command> [options]      (or: node dist/cli.js <command>)
@@ -12,8 +12,15 @@ export const USAGE = `Usage: npm run cli -- <command> [options]      (or: node d
                                                   grant mailboxes to an OAuth principal
   grants list                                     list grants
   grants revoke GRANT_ID                          delete a grant at once
-  mailboxes create --address A [--name N]         create a mailbox
+  mailboxes create --address A [--name N] [--source-file F|-]
+                                                  create a mailbox (with a connected account: its
+                                                  source as JSON, from a file or - for standard input)
   mailboxes list                                  list mailboxes
+  mailboxes source set MAILBOX_ID --file F|-      connect an account, or change its settings (merged)
+  mailboxes source test MAILBOX_ID                sign in to the connected account; changes nothing
+  mailboxes source pause MAILBOX_ID               stop syncing the account (resume: start again)
+  mailboxes source resume MAILBOX_ID
+  mailboxes source remove MAILBOX_ID              disconnect the account (its messages stay)
 
 Options: --json  print JSON instead of text
 Scopes: mail:read mail:send approvals:read approvals:decide mail:ingest admin`;
@@ -38,8 +45,16 @@ export type CliCommand = { readonly json: boolean } & (
   | { readonly name: 'grants create'; readonly principal: string; readonly mailboxes: string[] }
   | { readonly name: 'grants list' }
   | { readonly name: 'grants revoke'; readonly grantId: string }
-  | { readonly name: 'mailboxes create'; readonly address: string; readonly mailboxName: string | null }
+  | {
+      readonly name: 'mailboxes create';
+      readonly address: string;
+      readonly mailboxName: string | null;
+      readonly source: Record<string, unknown> | undefined;
+    }
   | { readonly name: 'mailboxes list' }
+  | { readonly name: 'mailboxes source set'; readonly mailboxId: string; readonly source: Record<string, unknown> }
+  | { readonly name: 'mailboxes source test' | 'mailboxes source remove'; readonly mailboxId: string }
+  | { readonly name: 'mailboxes source pause' | 'mailboxes source resume'; readonly mailboxId: string }
 );
 
 /** Commands that only read: they run without the application (see read-commands.ts). */
@@ -57,7 +72,8 @@ export function isReadCommand(command: CliCommand): command is ReadCommand {
  */
 export function parseCommandLine(argv: string[], existsInCwd: (name: string) => boolean = existsSync): CliCommand {
   const [group, action, ...rest] = argv;
-  const name = group === 'migrate' ? 'migrate' : `${group ?? ''} ${action ?? ''}`.trim();
+  const sub = group === 'mailboxes' && action === 'source' ? rest.shift() : undefined;
+  const name = group === 'migrate' ? 'migrate' : [group ?? '', action ?? '', sub ?? ''].join(' ').trim();
   const { values, positionals } = parse(group === 'migrate' ? argv.slice(1) : rest);
   const json = values.json === true;
 
@@ -94,7 +110,25 @@ export function parseCommandLine(argv: string[], existsInCwd: (name: string) => 
     case 'grants revoke':
       return { name, json, grantId: positional(positionals, 'grants revoke needs a grant id') };
     case 'mailboxes create':
-      return { name, json, address: required(values.address, '--address'), mailboxName: values.name ?? null };
+      return {
+        name,
+        json,
+        address: required(values.address, '--address'),
+        mailboxName: values.name ?? null,
+        source: values['source-file'] ? sourceFile(values['source-file'], '--source-file') : undefined,
+      };
+    case 'mailboxes source set':
+      return {
+        name,
+        json,
+        mailboxId: positional(positionals, `${name} needs a mailbox id`),
+        source: sourceFile(required(values.file, '--file'), '--file'),
+      };
+    case 'mailboxes source test':
+    case 'mailboxes source remove':
+    case 'mailboxes source pause':
+    case 'mailboxes source resume':
+      return { name, json, mailboxId: positional(positionals, `${name} needs a mailbox id`) };
     default:
       throw new UsageError(name ? `unknown command: ${name}` : 'no command given');
   }
@@ -112,6 +146,8 @@ function parse(args: string[]) {
         'expires-at': { type: 'string' },
         address: { type: 'string' },
         principal: { type: 'string' },
+        'source-file': { type: 'string' },
+        file: { type: 'string' },
         json: { type: 'boolean' },
       },
     });
@@ -140,6 +176,29 @@ function refuseShellExpansion(
     );
   }
   throw new UsageError(`unexpected argument: ${positionals[0]} (separate mailbox ids with commas, no spaces)`);
+}
+
+/**
+ * A connected account's source as JSON, from a file or (`-`) standard input: the password or refresh
+ * token in it never has to appear on a command line (and in the shell's history).
+ */
+function sourceFile(path: string, flag: string): Record<string, unknown> {
+  let text: string;
+  try {
+    text = readFileSync(path === '-' ? 0 : path, 'utf8');
+  } catch (err) {
+    throw new UsageError(`${flag}: ${path} cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (err) {
+    throw new UsageError(`${flag}: ${path} is not JSON (${(err as Error).message})`);
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw new UsageError(`${flag}: ${path} must hold a JSON object (the source)`);
+  }
+  return parsed as Record<string, unknown>;
 }
 
 function required(value: string | undefined, flag: string): string {

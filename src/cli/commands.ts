@@ -4,6 +4,7 @@ import { GrantService } from '../auth/grant.service';
 import { TokenService } from '../auth/token.service';
 import { AlcartaError } from '../kernel/errors';
 import { MigrationRunner } from '../database/migration-runner';
+import { MailboxSourceService } from '../connected-mailboxes/mailbox-source.service';
 import { MailboxService } from '../mail/mailbox.service';
 import { WriteCommand } from './command-line';
 import { CommandOutput, grantLine } from './output';
@@ -51,13 +52,49 @@ export async function runCommand(app: INestApplicationContext, command: WriteCom
       await app.get(GrantService).revoke(OPERATOR, command.grantId);
       return { json: { grant_id: command.grantId, revoked: true }, text: `revoked ${command.grantId}` };
     case 'mailboxes create': {
-      const mailbox = await app.get(MailboxService).create(OPERATOR, command.address, command.mailboxName);
+      const mailbox = await app
+        .get(MailboxService)
+        .create(OPERATOR, command.address, command.mailboxName, command.source);
+      return { json: mailbox, text: mailboxLine(mailbox) };
+    }
+    case 'mailboxes source set':
+    case 'mailboxes source pause':
+    case 'mailboxes source resume':
+    case 'mailboxes source remove': {
+      const source =
+        command.name === 'mailboxes source set'
+          ? command.source
+          : command.name === 'mailboxes source remove'
+            ? null
+            : { paused: command.name === 'mailboxes source pause' };
+      const mailbox = await app.get(MailboxService).update(OPERATOR, command.mailboxId, { source });
+      return { json: mailbox, text: mailboxLine(mailbox) };
+    }
+    case 'mailboxes source test': {
+      const result = await app.get(MailboxSourceService).test(OPERATOR, command.mailboxId);
       return {
-        json: mailbox,
-        text: `${mailbox.mailbox_id}  ${mailbox.address}${mailbox.name ? `  ${mailbox.name}` : ''}`,
+        json: result,
+        text: result.ok
+          ? [
+              `ok: signed in`,
+              ...result.imap.folders.map((f) => `folder ${f.name}: ${f.messages} messages`),
+              ...(result.smtp ? ['submission: signed in'] : []),
+            ].join('\n')
+          : `failed at ${result.stage} (${result.reason}): ${result.message}`,
+        failed: !result.ok,
       };
     }
   }
+}
+
+function mailboxLine(mailbox: { mailbox_id: string; address: string; name: string | null; source?: object }): string {
+  const source = mailbox.source as { host?: string; state?: string } | undefined;
+  return [
+    mailbox.mailbox_id,
+    mailbox.address,
+    ...(mailbox.name ? [mailbox.name] : []),
+    ...(source ? [`source=${source.host} (${source.state})`] : []),
+  ].join('  ');
 }
 
 export function describeFailure(err: unknown): string {

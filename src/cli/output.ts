@@ -5,6 +5,8 @@ import { CliCommand } from './command-line';
 export interface CommandOutput {
   json: unknown;
   text: string;
+  /** The command ran but what it checked failed (`mailboxes source test`): the exit status is 1. */
+  failed?: boolean;
 }
 
 export function printOutput(command: CliCommand, output: CommandOutput): void {

@@ -49,7 +49,7 @@ async function list(client: Client, command: ReadCommand): Promise<CommandOutput
       const { rows } = await client.query<{ id: string; address: string; name: string | null }>(
         'SELECT id, address, name FROM mailboxes ORDER BY created_at, id',
       );
-      return mailboxList(rows.map(mailboxView));
+      return mailboxList(rows.map((row) => mailboxView(row)));
     }
     case 'tokens list': {
       const { rows } = await client.query(

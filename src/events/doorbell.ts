@@ -40,6 +40,11 @@ export type Doorbell = (
    * `sessionId` is the session's stored hash (never its secret, which only the cookie holds).
    */
   | { kind: 'session_ended'; sessionId: string }
+  /**
+   * A mailbox's connected account was configured, changed, paused or removed, or a replica gave up
+   * the folders it held (`mailboxId` is then `*`): the replicas that hold connected folders look again.
+   */
+  | { kind: 'mailbox_source'; mailboxId: string }
 ) & {
   /** When the change committed (ms since the epoch, database clock), for the wake latency metric. */
   at?: number;
@@ -68,6 +73,8 @@ export function encodeDoorbell(bell: Doorbell): string {
       return `o ${bell.mailboxId}`;
     case 'session_ended':
       return `s ${bell.sessionId}`;
+    case 'mailbox_source':
+      return `i ${bell.mailboxId}`;
   }
 }
 
@@ -98,6 +105,7 @@ export function decodeDoorbell(payload: string): Doorbell | undefined {
   if (kind === 'u') return { kind: 'waits_released', owner: id, at };
   if (kind === 'o') return { kind: 'outbox', mailboxId: id, at };
   if (kind === 's') return { kind: 'session_ended', sessionId: id, at };
+  if (kind === 'i') return { kind: 'mailbox_source', mailboxId: id, at };
   return undefined;
 }
 

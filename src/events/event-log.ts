@@ -26,6 +26,16 @@ export interface DeliveryEventPayload {
   changed_at: string;
 }
 
+/** A change of the state of a mailbox's connected account (docs/connected-mailboxes.md). */
+export interface SourceEventPayload {
+  type: 'mailbox_source_changed';
+  mailbox_id: string;
+  state: string;
+  previous_state: string | null;
+  last_error: string | null;
+  changed_at: string;
+}
+
 export interface RequestEventPayload {
   type: 'request_state_changed';
   request_id: string;
@@ -84,6 +94,17 @@ export class EventLog {
         encodeDoorbell({ kind: 'request', mailboxId: payload.mailbox_id, requestId: payload.request_id }),
       );
     }
+  }
+
+  /** Rings nothing: no wait waits for a source's state. */
+  async appendSourceEvent(manager: EntityManager, payload: SourceEventPayload): Promise<void> {
+    await this.insert(manager, {
+      type: payload.type,
+      mailboxId: payload.mailbox_id,
+      messageId: null,
+      requestId: null,
+      payload: { ...payload },
+    });
   }
 
   private async insert(manager: EntityManager, row: Omit<EventEntity, 'id' | 'createdAt'>): Promise<void> {

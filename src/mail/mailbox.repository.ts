@@ -11,9 +11,14 @@ const UNIQUE_VIOLATION = '23505';
 export class MailboxRepository {
   constructor(@InjectRepository(MailboxEntity) private readonly mailboxes: Repository<MailboxEntity>) {}
 
-  async insert(mailbox: Pick<MailboxEntity, 'id' | 'address' | 'name'>): Promise<MailboxEntity> {
+  /** Inside `manager`'s transaction when one is given. */
+  async insert(
+    mailbox: Pick<MailboxEntity, 'id' | 'address' | 'name'>,
+    manager?: EntityManager,
+  ): Promise<MailboxEntity> {
+    const repository = manager?.getRepository(MailboxEntity) ?? this.mailboxes;
     try {
-      await this.mailboxes.insert(mailbox);
+      await repository.insert(mailbox);
     } catch (err) {
       if (err instanceof QueryFailedError && (err.driverError as { code?: string }).code === UNIQUE_VIOLATION) {
         throw conflict('address_taken', `A mailbox with the address ${mailbox.address} already exists.`, {
@@ -22,7 +27,11 @@ export class MailboxRepository {
       }
       throw err;
     }
-    return this.mailboxes.findOneByOrFail({ id: mailbox.id });
+    return repository.findOneByOrFail({ id: mailbox.id });
+  }
+
+  async rename(manager: EntityManager, id: string, name: string | null): Promise<void> {
+    await manager.update(MailboxEntity, { id }, { name });
   }
 
   list(access: MailboxAccess): Promise<MailboxEntity[]> {

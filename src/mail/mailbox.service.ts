@@ -1,22 +1,29 @@
 import { Injectable } from '@nestjs/common';
-import { EntityManager } from 'typeorm';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource, EntityManager } from 'typeorm';
 import { Caller } from '../kernel/caller';
 import { AlcartaError, notFound } from '../kernel/errors';
 import { newId } from '../common/ids';
+import { MailHooks } from './mail-hooks';
 import { MailboxEntity } from './mailbox.entity';
 import { MailboxRepository } from './mailbox.repository';
 import { mailboxView } from './message.views';
 
 @Injectable()
 export class MailboxService {
-  constructor(private readonly mailboxes: MailboxRepository) {}
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly mailboxes: MailboxRepository,
+    private readonly hooks: MailHooks,
+  ) {}
 
   /**
    * Only an admin bound to `*` creates mailboxes (docs/operators.md, "Limits and hardening"): one
    * bound to some mailboxes administers just those. Addresses are stored lower-case so that one
-   * address cannot become two mailboxes.
+   * address cannot become two mailboxes. With a connected account (`source`), the account is checked
+   * first and the mailbox and its source are stored together or not at all.
    */
-  async create(actor: Caller, address: string, name: string | null) {
+  async create(actor: Caller, address: string, name: string | null, source?: object | null) {
     if (!actor.mailboxAccess.all) {
       throw new AlcartaError(
         'forbidden',
@@ -24,12 +31,44 @@ export class MailboxService {
         'Only an admin token bound to "*" can create mailboxes; this one administers just its own.',
       );
     }
-    const mailbox = await this.mailboxes.insert({ id: newId('mbx'), address: address.trim().toLowerCase(), name });
-    return mailboxView(mailbox);
+    const prepared = source ? await this.hooks.sources.prepare(undefined, source) : undefined;
+    const id = newId('mbx');
+    const mailbox = await this.dataSource.transaction(async (manager) => {
+      const inserted = await this.mailboxes.insert({ id, address: address.trim().toLowerCase(), name }, manager);
+      if (prepared !== undefined) await this.hooks.sources.save(manager, id, prepared);
+      return inserted;
+    });
+    return this.view(mailbox);
+  }
+
+  /**
+   * Renames a mailbox and changes, pauses or disconnects (`source: null`) its connected account. The
+   * new source is checked before anything is written; then everything is written in one transaction.
+   */
+  async update(actor: Caller, mailboxId: string, changes: { name?: string | null; source?: object | null }) {
+    await this.getVisible(actor, mailboxId);
+    const prepared = changes.source ? await this.hooks.sources.prepare(mailboxId, changes.source) : undefined;
+    await this.dataSource.transaction(async (manager) => {
+      if (changes.name !== undefined) await this.mailboxes.rename(manager, mailboxId, changes.name);
+      if (changes.source === null) await this.hooks.sources.remove(manager, mailboxId);
+      if (prepared !== undefined) await this.hooks.sources.save(manager, mailboxId, prepared);
+    });
+    return this.view(await this.getVisible(actor, mailboxId));
+  }
+
+  async get(caller: Caller, mailboxId: string) {
+    return this.view(await this.getVisible(caller, mailboxId));
   }
 
   async list(caller: Caller) {
-    return { mailboxes: (await this.mailboxes.list(caller.mailboxAccess)).map(mailboxView) };
+    const mailboxes = await this.mailboxes.list(caller.mailboxAccess);
+    const sources = await this.hooks.sources.views(mailboxes.map((m) => m.id));
+    return { mailboxes: mailboxes.map((m) => mailboxView(m, sources.get(m.id))) };
+  }
+
+  private async view(mailbox: MailboxEntity) {
+    const sources = await this.hooks.sources.views([mailbox.id]);
+    return mailboxView(mailbox, sources.get(mailbox.id));
   }
 
   async getVisible(caller: Caller, mailboxId: string): Promise<MailboxEntity> {

@@ -97,9 +97,13 @@ export class MessageService {
    * for a burst of SMTP deliveries, instead of one each, which is what bounds the rate of mail into
    * one mailbox (its writers serialise on the mailbox lock). All commit or none does; the result of
    * each delivery comes back in its place. A message repeated within the batch is a duplicate there
-   * too (the transaction sees its own rows).
+   * too (the transaction sees its own rows). `alsoInTransaction` runs last in the same transaction
+   * (a connected folder records how far it has stored): if it throws, nothing is stored.
    */
-  async storeEach(deliveries: readonly InboundDelivery[]): Promise<StoredInbound[][]> {
+  async storeEach(
+    deliveries: readonly InboundDelivery[],
+    alsoInTransaction?: (manager: EntityManager) => Promise<void>,
+  ): Promise<StoredInbound[][]> {
     const inputs = deliveries.map((d) => ({
       mailboxIds: d.mailboxIds,
       input: withinInboundLimits(d.message),
@@ -134,6 +138,7 @@ export class MessageService {
       }
       // One doorbell per mailbox wakes its waits for every message of the batch.
       for (const mailboxId of appended) await this.eventLog.ringDoorbell(manager, { kind: 'message', mailboxId });
+      await alsoInTransaction?.(manager);
       return results;
     });
   }

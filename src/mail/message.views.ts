@@ -2,8 +2,9 @@ import { MailboxEntity } from './mailbox.entity';
 import { MessageEntity } from './message.entity';
 
 /** The JSON shapes of the tools (docs/agents.md, "Tools"), used alike by the MCP tools and the REST API. */
-export function mailboxView(m: Pick<MailboxEntity, 'id' | 'address' | 'name'>) {
-  return { mailbox_id: m.id, address: m.address, name: m.name };
+/** `source`: the connected account's view, for a mailbox that has one (docs/connected-mailboxes.md). */
+export function mailboxView(m: Pick<MailboxEntity, 'id' | 'address' | 'name'>, source?: object) {
+  return { mailbox_id: m.id, address: m.address, name: m.name, ...(source && { source }) };
 }
 
 export function messageSummary(m: MessageEntity) {

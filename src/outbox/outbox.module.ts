@@ -8,6 +8,7 @@ import { OutboxController } from './outbox.controller';
 import { OutboxMetrics } from './outbox.metrics';
 import { OutboxService } from './outbox.service';
 import { KeptMailStore } from './kept-mail';
+import { OutboundRoutes } from './outbound-routes';
 import { OutboxWorker } from './outbox.worker';
 import { SmtpRelay } from './smtp-relay';
 
@@ -18,7 +19,15 @@ import { SmtpRelay } from './smtp-relay';
 @Module({
   imports: [TypeOrmModule.forFeature([OutboundDeliveryEntity]), MailModule, EventsModule],
   controllers: [OutboxController],
-  providers: [OutboundDeliveryRepository, OutboxService, OutboxWorker, SmtpRelay, KeptMailStore, OutboxMetrics],
-  exports: [OutboxService, OutboxWorker, SmtpRelay, KeptMailStore],
+  providers: [
+    OutboundDeliveryRepository,
+    OutboxService,
+    OutboxWorker,
+    SmtpRelay,
+    KeptMailStore,
+    OutboxMetrics,
+    OutboundRoutes,
+  ],
+  exports: [OutboxService, OutboxWorker, SmtpRelay, KeptMailStore, OutboundRoutes],
 })
 export class OutboxModule {}

@@ -14,6 +14,7 @@ import { DeliveryView, deliveryView, OutboxEntryView, outboxEntryView } from './
 import { DeliveryStatus, OutboundDeliveryEntity } from './outbound-delivery.entity';
 import { ClaimedDelivery, DeliveryChanges, OutboundDeliveryRepository } from './outbound-delivery.repository';
 import { afterTemporaryFailure } from './retry-policy';
+import { OutboundRoutes } from './outbound-routes';
 import { AttemptOutcome } from './smtp-relay';
 
 /**
@@ -50,6 +51,7 @@ export class OutboxService implements OnModuleInit {
     private readonly eventLog: EventLog,
     private readonly mailHooks: MailHooks,
     @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly routes: OutboundRoutes,
   ) {}
 
   onModuleInit(): void {
@@ -73,11 +75,12 @@ export class OutboxService implements OnModuleInit {
 
   /**
    * Queues the delivery of `message` inside the caller's transaction (the approval), or records it
-   * as `not_configured` when no relay is set.
+   * as `not_configured` when it has no way out: no relay is set and its mailbox has no route of its
+   * own (a connected account's submission server).
    */
   async enqueue(manager: EntityManager, message: MessageEntity, requestId: string | null): Promise<DeliveryView> {
     const now = new Date();
-    const status = this.config.smtpRelayUrl ? 'queued' : 'not_configured';
+    const status = (await this.canSend(message.mailboxId, manager)) ? 'queued' : 'not_configured';
     const delivery: OutboundDeliveryEntity = {
       messageId: message.id,
       mailboxId: message.mailboxId,
@@ -97,6 +100,10 @@ export class OutboxService implements OnModuleInit {
     await this.deliveries.insert(manager, delivery);
     await this.changed(manager, delivery, status, now);
     return deliveryView(delivery);
+  }
+
+  private async canSend(mailboxId: string, manager: EntityManager): Promise<boolean> {
+    return !!this.config.smtpRelayUrl || (await this.routes.hasOwnRoute(mailboxId, manager));
   }
 
   /** The `delivery` objects of these outbound messages (those that have one). */
@@ -128,7 +135,7 @@ export class OutboxService implements OnModuleInit {
           },
         );
       }
-      if (!this.config.smtpRelayUrl) {
+      if (!(await this.canSend(delivery.mailboxId, manager))) {
         throw conflict('relay_not_configured', 'No outbound relay is configured (ALCARTA_SMTP_RELAY_URL).');
       }
       const now = new Date();

@@ -7,7 +7,8 @@ import { Metrics } from '../metrics/metrics';
 import { ClaimResult, claimantId, DueWork, DueWorkLoop } from './due-work-loop';
 import { ClaimedDelivery, OutboundDeliveryRepository } from './outbound-delivery.repository';
 import { OutboxService } from './outbox.service';
-import { SmtpRelay } from './smtp-relay';
+import { OutboundRoutes } from './outbound-routes';
+import { AttemptOutcome, SmtpRelay } from './smtp-relay';
 import { BackgroundJob, Job } from '../lifecycle/background-job';
 
 /** Messages one replica sends at the same time: a relay is shared, and each send holds a connection. */
@@ -39,6 +40,7 @@ export class OutboxWorker implements DueWork, BackgroundJob {
     private readonly outbox: OutboxService,
     private readonly deliveries: OutboundDeliveryRepository,
     private readonly relay: SmtpRelay,
+    private readonly routes: OutboundRoutes,
     listener: DoorbellListener,
     drain: DrainState,
     metrics: Metrics,
@@ -52,9 +54,12 @@ export class OutboxWorker implements DueWork, BackgroundJob {
     this.loop = new DueWorkLoop(this, listener, drain, this.logger);
   }
 
-  /** Starts watching for work; without a relay there is nothing to send. */
+  /**
+   * Starts watching for work. Without a relay it still runs: mail of connected mailboxes leaves
+   * through their own accounts (every other delivery is `not_configured` and never due).
+   */
   start(): void {
-    if (this.relay.configured) this.loop.start();
+    this.loop.start();
   }
 
   /** Claims no more; resolves when the pass in progress has ended (sends in flight finish on drain). */
@@ -95,9 +100,7 @@ export class OutboxWorker implements DueWork, BackgroundJob {
     message: NonNullable<ClaimedDelivery['delivery']['message']>,
     requestId: string | null,
   ): Promise<void> {
-    const outcome =
-      (await this.outbox.refusalOf(message, requestId)) ??
-      (await this.relay.send(message, { kind: 'message', mailboxId: message.mailboxId }));
+    const outcome = (await this.outbox.refusalOf(message, requestId)) ?? (await this.attempt(message));
     const recorded = await this.outbox.recordOutcome(this.replicaId, messageId, outcome);
     this.attempts.inc({ outcome: recorded === undefined ? 'lost_claim' : outcome.kind });
     this.logger.log({
@@ -106,6 +109,13 @@ export class OutboxWorker implements DueWork, BackgroundJob {
       outcome: outcome.kind,
       status: recorded,
     });
+  }
+
+  /** Through the mailbox's own route (a connected account) when it has one, else the shared relay. */
+  private async attempt(message: NonNullable<ClaimedDelivery['delivery']['message']>): Promise<AttemptOutcome> {
+    const route = await this.routes.routeFor(message.mailboxId);
+    if (!route) return this.relay.send(message, { kind: 'message', mailboxId: message.mailboxId });
+    return route.send(message, AbortSignal.timeout(this.relay.attemptTimeoutMs));
   }
 
   /**

@@ -5,6 +5,9 @@ import { ApprovalRequestEntity } from '../approvals/approval-request.entity';
 import { GrantEntity } from '../auth/grant.entity';
 import { PrincipalEntity } from '../auth/principal.entity';
 import { TokenEntity } from '../auth/token.entity';
+import { MailboxSourceEntity } from '../connected-mailboxes/mailbox-source.entity';
+import { SourceFolderEntity } from '../connected-mailboxes/source-folder.entity';
+import { SyncHolderEntity } from '../connected-mailboxes/sync-holder.entity';
 import { ConsoleSessionEntity } from '../console/console-session.entity';
 import { EventEntity } from '../events/event.entity';
 import { MailboxEntity } from '../mail/mailbox.entity';
@@ -33,4 +36,7 @@ export const ENTITIES = [
   MailboxApproverEntity,
   ApprovalLinkEntity,
   ApprovalMailEntity,
+  MailboxSourceEntity,
+  SourceFolderEntity,
+  SyncHolderEntity,
 ];
