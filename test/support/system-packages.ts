@@ -25,6 +25,14 @@ const SYSTEM_PACKAGES = {
     use: 'the certificate maker of the STARTTLS tests',
     installed: () => onPath('openssl') !== undefined,
   },
+  'dovecot-imapd': {
+    use: 'the IMAP server of the connected-mailbox tests (Dovecot, run with its own configuration)',
+    installed: () => existsSync('/usr/sbin/dovecot') && existsSync('/usr/lib/dovecot/imap'),
+  },
+  'dovecot-submissiond': {
+    use: "the submission server of the connected-mailbox tests (Dovecot's, relaying to the test relay)",
+    installed: () => existsSync('/usr/lib/dovecot/submission'),
+  },
   curl: {
     use: 'the HTTP/2 client of the odd-requests test (curl built with HTTP/2)',
     installed: () => /\bHTTP2\b/.test(spawnSync('curl', ['--version'], { encoding: 'utf8' }).stdout ?? ''),
