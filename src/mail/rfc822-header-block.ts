@@ -70,6 +70,24 @@ export function withBoundedHeaderBlock(raw: Buffer): Buffer {
 }
 
 /**
+ * The unfolded values of every `name` field (case-insensitive) in the header block of `raw` (a
+ * message, or its header block alone), top to bottom, without the leading and trailing white space.
+ */
+export function headerFieldValues(raw: Buffer | string, name: string): string[] {
+  const text = typeof raw === 'string' ? raw : raw.toString('latin1');
+  const separator = /^\r?\n|\r?\n\r?\n/.exec(text);
+  const end = separator ? separator.index : text.length;
+  const wanted = name.toLowerCase();
+  const values: string[] = [];
+  for (const [from, to] of fields(text, end)) {
+    if (nameOf(text, from, to) !== wanted) continue;
+    const field = unfold(text.slice(from, to));
+    values.push(field.slice(field.indexOf(':') + 1).trim());
+  }
+  return values;
+}
+
+/**
  * withBoundedHeaderBlock for a message that streams in: holds the header block until it ends (the
  * first empty line, or the end of the message), passes it on (rewritten if it has to be), then
  * passes the body through untouched. `bytes` counts what came in.
