@@ -22,6 +22,8 @@ export const SECRET_SETTINGS = [
   'ALCARTA_BOOTSTRAP_TOKEN',
   'ALCARTA_SMTP_RELAY_URL',
   'ALCARTA_CONSOLE_CLIENT_SECRET',
+  'ALCARTA_SECRETS_KEY',
+  'ALCARTA_SECRETS_KEY_PREVIOUS',
 ];
 export const RELAY_URL = 'smtp://mailer:not-a-real-password@relay.example.internal:587';
 export const DKIM_KEY = '-----BEGIN PRIVATE KEY-----\nnot-a-real-key\n-----END PRIVATE KEY-----\n';
