@@ -72,7 +72,8 @@ export class SourceCredentials {
     if (settings.auth.kind !== 'xoauth2' || 'password' in secrets) {
       throw new Error('the account does not sign in with XOAUTH2');
     }
-    return this.tokens.accessToken(this.cacheKey(source), settings.auth, secrets, async (refreshToken) => {
+    const key = this.cacheKey(source);
+    return this.tokens.accessToken(key, settings.username, settings.auth, secrets, async (refreshToken) => {
       // The provider rotated the refresh token: the old one may stop working, so keep the new one.
       source.secrets = { ...secrets, refresh_token: refreshToken };
       if (source.mailboxId !== undefined) {

@@ -36,7 +36,9 @@ export interface SourceSettings {
   port: number;
   tls: TlsMode;
   username: string;
-  auth: { kind: 'password' } | { kind: 'xoauth2'; token_url: string; client_id: string; scope: string | null };
+  auth:
+    | { kind: 'password' }
+    | { kind: 'xoauth2'; grant: Xoauth2Grant; token_url: string; client_id: string; scope: string | null };
   folders: string[];
   /** As given: `now`, `all` or an RFC 3339 time. */
   sync_from: string;
@@ -48,8 +50,17 @@ export interface SourceSettings {
   paused: boolean;
 }
 
-/** What SecretBox seals: the password, or the OAuth client's secret and the refresh token. */
-export type SourceSecrets = { password: string } | { client_secret: string | null; refresh_token: string };
+/**
+ * How XOAUTH2 access tokens are obtained: with a person's refresh token (RFC 6749 6: Entra ID
+ * delegated access, Google), as the application itself (RFC 6749 4.4, client credentials: Entra ID
+ * `IMAP.AccessAsApp`), or with a service account's signed assertion (RFC 7523, JWT bearer: Google
+ * domain-wide delegation, the account's user as the subject).
+ */
+export type Xoauth2Grant = 'refresh_token' | 'client_credentials' | 'jwt_bearer';
+
+/** What SecretBox seals: the password, or the OAuth client's secret and refresh token or private key. */
+export type SourceSecrets =
+  { password: string } | { client_secret: string | null; refresh_token?: string; private_key?: string };
 
 class SmtpDto {
   @IsString()
@@ -81,10 +92,18 @@ class Xoauth2Dto {
   @MaxLength(2000)
   client_secret?: string;
 
+  @IsOptional()
   @IsString()
   @IsNotEmpty()
   @MaxLength(8000)
-  refresh_token: string;
+  refresh_token?: string;
+
+  /** A service account's private key (PEM), for the JWT-bearer grant. */
+  @IsOptional()
+  @Matches(/^-----BEGIN (RSA )?PRIVATE KEY-----[\s\S]{1,16000}-----END (RSA )?PRIVATE KEY-----\s*$/, {
+    message: 'private_key must be a PEM private key',
+  })
+  private_key?: string;
 
   @IsOptional()
   @IsString()
@@ -244,6 +263,7 @@ function authOf(auth: AuthDto): SourceSettings['auth'] {
   return auth.xoauth2
     ? {
         kind: 'xoauth2',
+        grant: grantOf(auth.xoauth2),
         token_url: auth.xoauth2.token_url,
         client_id: auth.xoauth2.client_id,
         scope: auth.xoauth2.scope ?? null,
@@ -253,8 +273,31 @@ function authOf(auth: AuthDto): SourceSettings['auth'] {
 
 function secretsOf(auth: AuthDto): SourceSecrets {
   return auth.xoauth2
-    ? { client_secret: auth.xoauth2.client_secret ?? null, refresh_token: auth.xoauth2.refresh_token }
+    ? {
+        client_secret: auth.xoauth2.client_secret ?? null,
+        ...(auth.xoauth2.refresh_token !== undefined && { refresh_token: auth.xoauth2.refresh_token }),
+        ...(auth.xoauth2.private_key !== undefined && { private_key: auth.xoauth2.private_key }),
+      }
     : { password: auth.password! };
+}
+
+/** A refresh token, or a private key, or neither (the client's secret alone): one grant each. */
+function grantOf(xoauth2: Xoauth2Dto): Xoauth2Grant {
+  if (xoauth2.refresh_token !== undefined && xoauth2.private_key !== undefined) {
+    throw invalidRequest('invalid_source', 'source: auth.xoauth2 takes a refresh_token or a private_key, not both.', {
+      field: 'source.auth.xoauth2',
+    });
+  }
+  if (xoauth2.refresh_token !== undefined) return 'refresh_token';
+  if (xoauth2.private_key !== undefined) return 'jwt_bearer';
+  if (xoauth2.client_secret === undefined) {
+    throw invalidRequest(
+      'invalid_source',
+      'source: auth.xoauth2 needs a refresh_token (delegated access), a private_key (a service account) or a client_secret (application access).',
+      { field: 'source.auth.xoauth2.refresh_token' },
+    );
+  }
+  return 'client_credentials';
 }
 
 function assertOneAuth(auth: AuthDto): void {
