@@ -22,7 +22,8 @@ describe('XOAUTH2 grants', () => {
   let server: Server;
   let tokenUrl: string;
   const forms: URLSearchParams[] = [];
-  let answer: (form: URLSearchParams) => Promise<{ status: number; body: Record<string, unknown> }>;
+  type Answer = { status: number; body: Record<string, unknown> };
+  let answer: (form: URLSearchParams) => Answer | Promise<Answer>;
   const tokens = new Xoauth2Tokens(new AppConfig(validateEnvironment({ ALCARTA_IMAP_CONNECT_TIMEOUT_SECONDS: '5' })));
   const settings = (grant: 'refresh_token' | 'client_credentials' | 'jwt_bearer', scope: string | null = 'mail') => ({
     kind: 'xoauth2' as const,
@@ -40,7 +41,7 @@ describe('XOAUTH2 grants', () => {
       req.on('end', () => {
         const form = new URLSearchParams(text);
         forms.push(form);
-        void answer(form).then(({ status, body }) => {
+        void Promise.resolve(answer(form)).then(({ status, body }) => {
           res.writeHead(status, { 'content-type': 'application/json' });
           res.end(JSON.stringify(body));
         });
@@ -54,7 +55,7 @@ describe('XOAUTH2 grants', () => {
 
   it('a refresh token is exchanged once and the access token reused until shortly before it expires; a rotated refresh token is kept', async () => {
     forms.length = 0;
-    answer = async () => ({ status: 200, body: { access_token: 'at-1', expires_in: 3600, refresh_token: 'rt-2' } });
+    answer = () => ({ status: 200, body: { access_token: 'at-1', expires_in: 3600, refresh_token: 'rt-2' } });
     const rotated: string[] = [];
     const secrets = { client_secret: 'cs', refresh_token: 'rt-1' };
     const first = await tokens.accessToken(
@@ -62,8 +63,9 @@ describe('XOAUTH2 grants', () => {
       'support@example.test',
       settings('refresh_token'),
       secrets,
-      async (rt) => {
+      (rt) => {
         rotated.push(rt);
+        return Promise.resolve();
       },
     );
     const second = await tokens.accessToken(
@@ -89,7 +91,7 @@ describe('XOAUTH2 grants', () => {
   it('a token close to its expiry is refreshed before it is used', async () => {
     forms.length = 0;
     // 4 s of life: the margin (at least 5 s) makes it too old to present at once.
-    answer = async () => ({ status: 200, body: { access_token: `at-${forms.length}`, expires_in: 4 } });
+    answer = () => ({ status: 200, body: { access_token: `at-${forms.length}`, expires_in: 4 } });
     const secrets = { client_secret: null, refresh_token: 'rt-x' };
     await tokens.accessToken('mbx_b:1', 'u', settings('refresh_token'), secrets, noRotation);
     const next = await tokens.accessToken('mbx_b:1', 'u', settings('refresh_token'), secrets, noRotation);
@@ -99,7 +101,7 @@ describe('XOAUTH2 grants', () => {
 
   it('client credentials: the application signs in for itself (no refresh token)', async () => {
     forms.length = 0;
-    answer = async () => ({ status: 200, body: { access_token: 'app-token', expires_in: 3600 } });
+    answer = () => ({ status: 200, body: { access_token: 'app-token', expires_in: 3600 } });
     const token = await tokens.accessToken(
       'mbx_c:1',
       'shared@example.test',
@@ -141,7 +143,7 @@ describe('XOAUTH2 grants', () => {
   });
 
   it('a refused grant is an authentication failure; a provider error or no answer is unreachable', async () => {
-    answer = async () => ({ status: 400, body: { error: 'invalid_grant' } });
+    answer = () => ({ status: 400, body: { error: 'invalid_grant' } });
     const refused = await tokens
       .accessToken(
         'mbx_e:1',
@@ -156,7 +158,7 @@ describe('XOAUTH2 grants', () => {
     assert.match(refused.message, /invalid_grant/);
     assert.doesNotMatch(refused.message, /revoked/, 'the refresh token is never in the message');
 
-    answer = async () => ({ status: 503, body: {} });
+    answer = () => ({ status: 503, body: {} });
     const down = await tokens
       .accessToken('mbx_f:1', 'u', settings('refresh_token'), { client_secret: null, refresh_token: 'rt' }, noRotation)
       .catch((e: unknown) => e);
