@@ -64,8 +64,11 @@ export class FolderSync {
     private readonly deps: FolderSyncDeps,
   ) {}
 
+  /** The sync gave the folder up by itself (it found it no longer held, or its source changed). */
+  ended = false;
+
   start(): void {
-    this.running = this.run();
+    this.running = this.run().finally(() => (this.ended = true));
   }
 
   /** Ends the connection; resolves once nothing more is written for the folder. */

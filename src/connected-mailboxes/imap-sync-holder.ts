@@ -133,7 +133,7 @@ export class ImapSyncHolder implements BackgroundJob {
     const stopping: Array<Promise<void>> = [];
     for (const [key, sync] of this.syncs) {
       const keep = wanted.get(key);
-      if (!keep || keep.revision !== sync.revision) {
+      if (!keep || keep.revision !== sync.revision || sync.ended) {
         this.syncs.delete(key);
         stopping.push(sync.stop());
       }
