@@ -49,7 +49,7 @@ export type CliCommand = { readonly json: boolean } & (
       readonly name: 'mailboxes create';
       readonly address: string;
       readonly mailboxName: string | null;
-      readonly source: Record<string, unknown> | undefined;
+      readonly source?: Record<string, unknown>;
     }
   | { readonly name: 'mailboxes list' }
   | { readonly name: 'mailboxes source set'; readonly mailboxId: string; readonly source: Record<string, unknown> }
@@ -115,7 +115,7 @@ export function parseCommandLine(argv: string[], existsInCwd: (name: string) => 
         json,
         address: required(values.address, '--address'),
         mailboxName: values.name ?? null,
-        source: values['source-file'] ? sourceFile(values['source-file'], '--source-file') : undefined,
+        ...(values['source-file'] && { source: sourceFile(values['source-file'], '--source-file') }),
       };
     case 'mailboxes source set':
       return {

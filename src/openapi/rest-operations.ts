@@ -33,13 +33,45 @@ const noContent = (description: string) => ({ status: 204, description });
 export const REST_OPERATIONS: Record<string, OperationText> = {
   Mailboxes_create: {
     summary: 'Create a mailbox',
-    description: 'Needs an admin token bound to every mailbox (`*`). The address is stored lower-case.',
+    description:
+      'Needs an admin token bound to every mailbox (`*`). The address is stored lower-case. With `source`, the ' +
+      'mailbox is backed by an existing IMAP account (docs/connected-mailboxes.md), checked by signing in ' +
+      'before anything is stored.',
     success: json(201, 'The mailbox.', 'Mailbox'),
-    errors: { 400: 'The body is invalid.', 409: 'A mailbox with this address exists.' },
+    errors: {
+      400: 'The body is invalid, or the account could not be used (reason source_unreachable, source_tls_failed, source_auth_failed, source_folder_missing, source_smtp_failed, secrets_key_missing).',
+      409: 'A mailbox with this address exists.',
+    },
   },
   Mailboxes_list: {
     summary: 'List the mailboxes the token reaches',
     success: json(200, 'The mailboxes.', 'MailboxList'),
+  },
+  Mailboxes_get: {
+    summary: 'Get a mailbox, with the state of its connected account',
+    success: json(200, 'The mailbox.', 'Mailbox'),
+    errors: { 404: 'No such mailbox is visible to this token.' },
+  },
+  Mailboxes_update: {
+    summary: 'Rename a mailbox, or connect, change, pause or disconnect its account',
+    description:
+      '`source` is merged onto the stored one at its first level (`auth` is replaced whole, or kept when ' +
+      'absent); `{"paused": true}` pauses syncing; `null` disconnects the account (its messages stay). New ' +
+      'connection settings are checked by signing in first: nothing is stored when that fails. ' +
+      'See docs/connected-mailboxes.md.',
+    success: json(200, 'The mailbox.', 'Mailbox'),
+    errors: {
+      400: 'The body is invalid, or the account could not be used (reason source_unreachable, source_tls_failed, source_auth_failed, source_folder_missing, source_smtp_failed, secrets_key_missing).',
+      404: 'No such mailbox is visible to this token.',
+    },
+  },
+  MailboxSource_test: {
+    summary: "Sign in to the mailbox's connected account; changes nothing",
+    success: json(200, 'What the check found: ok, or the stage that failed and why.', 'SourceTestResult'),
+    errors: {
+      400: 'The mailbox has no connected account (no_source).',
+      404: 'No such mailbox is visible to this token.',
+    },
   },
   MessageIngest_ingest: {
     summary: 'Deliver an inbound message to a mailbox',

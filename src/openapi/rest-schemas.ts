@@ -59,11 +59,67 @@ export const REST_SCHEMAS: Record<string, SchemaObject> = {
       'found), `required_scopes`, `retry_after_seconds`.',
     additionalProperties: true,
   },
-  Mailbox: object({
-    mailbox_id: { type: 'string' },
-    address: { type: 'string', format: 'email' },
-    name: { type: 'string', nullable: true },
-  }),
+  Mailbox: object(
+    {
+      mailbox_id: { type: 'string' },
+      address: { type: 'string', format: 'email' },
+      name: { type: 'string', nullable: true },
+      source: ref('MailboxSource'),
+    },
+    ['source'],
+  ),
+  MailboxSource: {
+    ...object({
+      kind: { type: 'string', enum: ['imap'] },
+      host: { type: 'string' },
+      port: { type: 'integer' },
+      tls: { type: 'string', enum: ['implicit', 'starttls', 'none'] },
+      username: { type: 'string' },
+      auth: {
+        type: 'object',
+        description:
+          '`{"kind": "password"}`, or `{"kind": "xoauth2", "grant", "token_url", "client_id", "scope"}`: never a secret.',
+        additionalProperties: true,
+      },
+      folders: strings,
+      sync_from: { type: 'string', description: '`now`, `all` or an RFC 3339 time.' },
+      smtp: {
+        type: 'object',
+        nullable: true,
+        properties: { host: { type: 'string' }, port: { type: 'integer' }, tls: { type: 'string' } },
+      },
+      save_sent: { type: 'string', nullable: true },
+      trusted_authserv_ids: strings,
+      paused: { type: 'boolean' },
+      state: { type: 'string', enum: ['connecting', 'idle', 'syncing', 'auth_failed', 'unreachable', 'paused'] },
+      last_sync_at: nullableDateTime,
+      last_error: { type: 'string', nullable: true },
+      lag_seconds: { type: 'number', minimum: 0 },
+    }),
+    description: 'The connected account behind a mailbox, without its secrets, and its state.',
+  },
+  SourceTestResult: {
+    ...object(
+      {
+        ok: { type: 'boolean' },
+        imap: {
+          type: 'object',
+          properties: {
+            folders: {
+              type: 'array',
+              items: object({ name: { type: 'string' }, messages: { type: 'integer', minimum: 0 } }),
+            },
+          },
+        },
+        smtp: object({ ok: { type: 'boolean' } }),
+        stage: { type: 'string', enum: ['connect', 'tls', 'auth', 'folder', 'smtp'] },
+        reason: { type: 'string' },
+        message: { type: 'string' },
+      },
+      ['imap', 'smtp', 'stage', 'reason', 'message'],
+    ),
+    description: '`{ok: true, imap, smtp?}`, or `{ok: false, stage, reason, message}`.',
+  },
   MailboxList: object({ mailboxes: { type: 'array', items: ref('Mailbox') } }),
   IngestResult: object({
     message_id: { type: 'string' },

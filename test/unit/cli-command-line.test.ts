@@ -1,3 +1,6 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { isReadCommand, parseCommandLine, UsageError } from '#app/cli/command-line.js';
@@ -45,6 +48,51 @@ describe('CLI command line', () => {
       mailboxName: null,
     });
     assert.deepEqual(parseCommandLine(['mailboxes', 'list', '--json']), { name: 'mailboxes list', json: true });
+    for (const action of ['test', 'pause', 'resume', 'remove']) {
+      assert.deepEqual(parseCommandLine(['mailboxes', 'source', action, 'mbx_1']), {
+        name: `mailboxes source ${action}`,
+        json: false,
+        mailboxId: 'mbx_1',
+      });
+    }
+  });
+
+  it('reads a connected account from a JSON file, so that its secrets never appear on the command line', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'alcarta-cli-'));
+    try {
+      const source = { kind: 'imap', host: 'imap.example.com', auth: { password: 'p' } };
+      await writeFile(join(dir, 'source.json'), JSON.stringify(source));
+      await writeFile(join(dir, 'broken.json'), '{"kind": ');
+      assert.deepEqual(parseCommandLine(['mailboxes', 'source', 'set', 'mbx_1', '--file', join(dir, 'source.json')]), {
+        name: 'mailboxes source set',
+        json: false,
+        mailboxId: 'mbx_1',
+        source,
+      });
+      assert.deepEqual(
+        parseCommandLine([
+          'mailboxes',
+          'create',
+          '--address',
+          'a@example.com',
+          '--source-file',
+          join(dir, 'source.json'),
+        ]),
+        { name: 'mailboxes create', json: false, address: 'a@example.com', mailboxName: null, source },
+      );
+      assert.throws(
+        () => parseCommandLine(['mailboxes', 'source', 'set', 'mbx_1', '--file', join(dir, 'broken.json')]),
+        /--file: .*broken\.json is not JSON/,
+      );
+      assert.throws(
+        () => parseCommandLine(['mailboxes', 'source', 'set', 'mbx_1', '--file', join(dir, 'missing.json')]),
+        /--file: .*missing\.json cannot be read \(ENOENT\)/,
+      );
+      assert.throws(() => parseCommandLine(['mailboxes', 'source', 'set', 'mbx_1']), /--file is required/);
+      assert.throws(() => parseCommandLine(['mailboxes', 'source', 'test']), /needs a mailbox id/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it('refuses mistakes with a usage error that names them', () => {
