@@ -1,6 +1,6 @@
 import { ChildProcess, execFile, spawn } from 'node:child_process';
 import { chownSync, existsSync, readFileSync } from 'node:fs';
-import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, rm, utimes, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
@@ -54,6 +54,8 @@ export class TestDovecot {
   /** One logged-in IMAP session per user, the "second client" that delivers and reads mail. */
   private readonly sessions = new Map<string, Promise<ImapFlow>>();
   private readonly passwords = new Map<string, string>();
+  /** The mtime (seconds) last given to the passwd-file. */
+  private passwdStamp = 0;
   /** The self-signed certificate (PEM) of the TLS ports, for a client that must trust it. */
   certFile = '';
   private certDir = '';
@@ -217,7 +219,7 @@ service stats {
 
   /** Starts Dovecot (again) on its ports, with the same users and mail; nothing to do while it runs. */
   async start(): Promise<void> {
-    if (this.process && this.process.exitCode === null && this.process.signalCode === null) return;
+    if (this.running) return;
     const child = spawn(DOVECOT_BINARY, ['-c', this.configFile, '-F'], { stdio: ['ignore', 'pipe', 'pipe'] });
     this.process = child;
     child.stdout.setEncoding('utf8').on('data', (s: string) => (this.output += s));
@@ -276,11 +278,49 @@ service stats {
     recordSecret('Dovecot user password', password);
     this.passwords.set(username, password);
     const lines = [...this.passwords].map(([user, pass]) => `${user}:{PLAIN}${pass}::::::`);
-    // Dovecot rereads the passwd-file when it changes: no reload needed.
     await writeFile(this.passwdFile, `${lines.join('\n')}\n`);
-    const oldSession = this.sessions.get(username);
+    // Dovecot rereads the passwd-file when its mtime (in whole seconds) or size changes: a password
+    // changed within the same second, to one as long, must still move the mtime on.
+    this.passwdStamp = Math.max(this.passwdStamp + 1, Math.floor(Date.now() / 1000));
+    await utimes(this.passwdFile, this.passwdStamp, this.passwdStamp);
+    await this.closeSession(username);
+    // It also looks at the file at most once a second: wait until the new password signs in.
+    if (this.running) {
+      await waitFor(`Dovecot to accept the new password of ${username}`, () => this.signsIn(username, password), {
+        intervalMs: 100,
+      });
+    }
+  }
+
+  private get running(): boolean {
+    return this.process !== undefined && this.process.exitCode === null && this.process.signalCode === null;
+  }
+
+  /** Whether `username` signs in with `password` over plain IMAP (a throwaway session). */
+  private async signsIn(username: string, password: string): Promise<boolean> {
+    const client = new ImapFlow({
+      host: this.host,
+      port: this.imapPort,
+      secure: false,
+      doSTARTTLS: false,
+      auth: { user: username, pass: password },
+      logger: false,
+    });
+    client.on('error', () => undefined);
+    try {
+      await client.connect();
+      await client.logout();
+      return true;
+    } catch {
+      client.close();
+      return false;
+    }
+  }
+
+  private async closeSession(username: string): Promise<void> {
+    const session = this.sessions.get(username);
     this.sessions.delete(username);
-    await oldSession?.then((client) => client.logout()).catch(() => undefined);
+    await session?.then((client) => client.logout()).catch(() => undefined);
   }
 
   /** An IMAP session of `username` (plain IMAP), logged in with its password; one per user, kept. */
@@ -390,6 +430,8 @@ service stats {
       await client.mailboxDelete(folder);
       await client.mailboxCreate(folder);
     } else {
+      // Dovecot disconnects sessions that have INBOX selected: ours leaves first, not mid-command.
+      await this.closeSession(username);
       await this.doveadm(['expunge', '-u', username, 'mailbox', 'INBOX', 'all']);
       const next = BigInt(Math.max(Number(before) + 1, Math.floor(Date.now() / 1000)));
       await this.doveadm(['mailbox', 'update', '-u', username, '--uid-validity', String(next), 'INBOX']);

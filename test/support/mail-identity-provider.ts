@@ -50,7 +50,11 @@ export interface MailIdentityProvider {
   grants: TokenEndpointCall[];
   /** A refresh token of `username`, through the authorization-code flow (sign-in and consent). */
   refreshTokenFor(username: string): Promise<string>;
-  /** An access token from the refresh-token grant, as a mail client gets one before signing in. */
+  /**
+   * An access token from the refresh-token grant, as a mail client gets one before signing in. With
+   * `rotateRefreshTokens` this consumes `refreshToken` (the new one is not returned; using a consumed
+   * one again revokes the whole grant, as oidc-provider does against replay).
+   */
   accessTokenFrom(refreshToken: string): Promise<string>;
   /** Revokes a refresh token (RFC 7009), and with it its grant: its access tokens stop being active. */
   revoke(refreshToken: string): Promise<void>;
@@ -113,8 +117,18 @@ export async function startMailIdentityProvider({
     pkce: { required: () => false },
     features: {
       devInteractions: { enabled: false },
-      introspection: { enabled: true },
-      revocation: { enabled: true },
+      // Only the IMAP server reads tokens, as at a real provider where introspection is for resource servers.
+      introspection: {
+        enabled: true,
+        allowedPolicy: (_ctx: unknown, client: { clientId: string }) =>
+          client.clientId === INTROSPECTION_CLIENT.clientId,
+      },
+      // A client revokes only its own tokens (RFC 7009 section 2.1).
+      revocation: {
+        enabled: true,
+        allowedPolicy: (_ctx: unknown, client: { clientId: string }, token: { clientId: string }) =>
+          client.clientId === token.clientId,
+      },
     },
   });
 
