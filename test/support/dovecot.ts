@@ -17,6 +17,12 @@ const run = promisify(execFile);
 export const DOVECOT_BINARY = '/usr/sbin/dovecot';
 export const DOVEADM_BINARY = '/usr/bin/doveadm';
 
+const running = new Set<ChildProcess>();
+// A test that failed half-way must not leave a Dovecot behind (its children exit with the master).
+process.on('exit', () => {
+  for (const child of running) child.kill('SIGKILL');
+});
+
 export interface DovecotOptions {
   /** The SMTP server the submission service relays to (e.g. a TestSmtpRelay: host 127.0.0.1, its port). */
   relay?: { host: string; port: number };
@@ -222,6 +228,8 @@ service stats {
     if (this.running) return;
     const child = spawn(DOVECOT_BINARY, ['-c', this.configFile, '-F'], { stdio: ['ignore', 'pipe', 'pipe'] });
     this.process = child;
+    running.add(child);
+    child.once('exit', () => running.delete(child));
     child.stdout.setEncoding('utf8').on('data', (s: string) => (this.output += s));
     child.stderr.setEncoding('utf8').on('data', (s: string) => (this.output += s));
     let exited = false;
