@@ -1,6 +1,6 @@
 import { ChildProcess, execFile, spawn } from 'node:child_process';
 import { chownSync, existsSync, readFileSync } from 'node:fs';
-import { chmod, mkdir, mkdtemp, rm, utimes, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readdir, readFile, rm, utimes, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
@@ -264,6 +264,12 @@ service stats {
       child.kill(signal);
       await exited;
     }
+    // The master's children (anvil, auth, imap, ...) notice its end by themselves and may outlive it
+    // for a while on a busy machine; one still holding its socket makes the next start fail.
+    await waitFor("Dovecot's processes to end", async () => (await this.instanceProcesses()).length === 0, {
+      timeoutMs: 20_000,
+      intervalMs: 50,
+    });
     await waitFor(
       "Dovecot's ports to close",
       async () => {
@@ -272,6 +278,14 @@ service stats {
       },
       { timeoutMs: 20_000, intervalMs: 50 },
     );
+  }
+
+  /** The processes of this instance: Dovecot titles each `dovecot-<instance_name>/<service>`. */
+  private async instanceProcesses(): Promise<number[]> {
+    const title = `dovecot-alcarta-test-${this.imapPort}/`;
+    const pids = (await readdir('/proc')).filter((name) => /^\d+$/.test(name));
+    const titles = await Promise.all(pids.map((pid) => readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')));
+    return pids.filter((_, i) => titles[i].startsWith(title)).map(Number);
   }
 
   /** Stops Dovecot and removes its directory (mail, users, logs). */
