@@ -1,5 +1,5 @@
 import { ChildProcess, execFile, spawn } from 'node:child_process';
-import { chownSync, existsSync, readFileSync } from 'node:fs';
+import { chownSync, existsSync, readFileSync, statSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
@@ -276,8 +276,16 @@ service stats {
     recordSecret('Dovecot user password', password);
     this.passwords.set(username, password);
     const lines = [...this.passwords].map(([user, pass]) => `${user}:{PLAIN}${pass}::::::`);
-    // Dovecot rereads the passwd-file when it changes: no reload needed.
+    // Dovecot rereads the passwd-file when it changes: no reload needed. But it looks at the file at
+    // most once per second of its clock, so a sign-in in the second of the write may have been
+    // checked against the old file: the change counts once that second is over.
     await writeFile(this.passwdFile, `${lines.join('\n')}\n`);
+    const written = Math.floor(statSync(this.passwdFile).mtimeMs / 1000);
+    await waitFor(
+      `Dovecot's clock to leave the second the passwd-file was written in`,
+      async () => (Math.floor(Date.now() / 1000) > written ? true : undefined),
+      { intervalMs: 20 },
+    );
     const oldSession = this.sessions.get(username);
     this.sessions.delete(username);
     await oldSession?.then((client) => client.logout()).catch(() => undefined);
