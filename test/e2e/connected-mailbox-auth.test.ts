@@ -159,10 +159,11 @@ describe('connected mailbox credentials', { skip: requireSystemPackage('dovecot-
       )[0].sealed_secrets;
     const sealedWithOld = await sealed();
 
-    const db = server.db;
+    const { db, adminToken } = server;
     await server.close({ keepDatabase: true });
     server = await startTestServer({
       db,
+      adminToken,
       env: { ALCARTA_SECRETS_KEY: secretsKey(), ALCARTA_SECRETS_KEY_PREVIOUS: key, ALCARTA_IMAP_LEASE_SECONDS: '5' },
     });
     const tested = await server.admin.post(`/v1/mailboxes/${mailboxId}/source/test`);
