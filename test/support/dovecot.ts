@@ -283,7 +283,7 @@ service stats {
     const written = Math.floor(statSync(this.passwdFile).mtimeMs / 1000);
     await waitFor(
       `Dovecot's clock to leave the second the passwd-file was written in`,
-      async () => (Math.floor(Date.now() / 1000) > written ? true : undefined),
+      () => (Math.floor(Date.now() / 1000) > written ? true : undefined),
       { intervalMs: 20 },
     );
     const oldSession = this.sessions.get(username);
