@@ -124,7 +124,7 @@ export function imapFailure(err: unknown, host: string, port: number, tls: TlsMo
       tls === 'implicit' ? 'source_unreachable' : 'source_tls_failed',
       tls === 'implicit'
         ? `${where} accepted the connection but sent no IMAP greeting in time.`
-        : `${where} sent no IMAP greeting in time; if the port expects TLS from the first byte (993), set "tls" to "implicit".`,
+        : `${where} sent no IMAP greeting in time: if the port expects TLS from the first byte (993), set "tls" to "implicit"; otherwise check that the port is the account's IMAP port.`,
     );
   }
   if (UNREACHABLE_CODES.has(code)) {

@@ -233,6 +233,12 @@ export function prepareSource(input: unknown, stored: SourceSettings | undefined
     );
   }
   const syncFrom = dto.sync_from ?? 'now';
+  // The pattern lets a month 13 or an hour 25 through; such a time has no instant to sync from.
+  if (syncFrom !== 'now' && syncFrom !== 'all' && Number.isNaN(Date.parse(syncFrom))) {
+    throw invalidRequest('invalid_source', `source: sync_from (${syncFrom}) is not a valid time.`, {
+      field: 'source.sync_from',
+    });
+  }
   const sameStart = stored && stored.sync_from === syncFrom;
   const settings: SourceSettings = {
     kind: 'imap',

@@ -19,7 +19,7 @@ export function runCli(databaseUrl: string, ...args: string[]): Promise<CliResul
  * handed to /bin/sh as an operator types it (globs expand) in the directory `cwd`.
  */
 export function runCliWith(
-  options: { env?: Record<string, string>; cwd?: string; shell?: boolean },
+  options: { env?: Record<string, string>; cwd?: string; shell?: boolean; stdin?: string },
   databaseUrl: string,
   ...args: string[]
 ): Promise<CliResult> {
@@ -31,12 +31,14 @@ export function runCliWith(
     ? ['/bin/sh', ['-c', [process.execPath, ...entry].map((a) => `"${a}"`).join(' ') + ` ${args.join(' ')}`]]
     : [process.execPath, [...entry, ...args]];
   return new Promise((resolve, reject) => {
-    execFile(file, argv, { env, cwd: options.cwd, timeout: 60_000 }, (err, stdout, stderr) => {
+    const child = execFile(file, argv, { env, cwd: options.cwd, timeout: 60_000 }, (err, stdout, stderr) => {
       if (err && typeof err.code !== 'number')
         return reject(new Error(`cli ${args[0]} did not finish: ${err.message}`));
       // What the CLI prints on purpose (a new token's secret) must never reach a server's log.
       for (const secret of secretsIn(stdout)) recordSecret('token secret printed by the CLI', secret);
       resolve({ code: err ? (err.code as number) : 0, stdout, stderr });
     });
+    // Without input the CLI's standard input is closed: a `-` file reads nothing rather than waiting.
+    child.stdin?.end(options.stdin ?? '');
   });
 }
