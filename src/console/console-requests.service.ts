@@ -56,13 +56,14 @@ export class ConsoleRequestsService {
   }
 
   /**
-   * One request, with its mailbox's address, who asked and who decided it, and, for an email, the
+   * One request, with its mailbox's address and connected account (whose state says whether an
+   * approved email can leave through it now), who asked and who decided it, and, for an email, the
    * sanitized document of its HTML.
    */
   async request(caller: Caller, requestId: string) {
     const request = await this.approvals.getWithRequester(caller, requestId);
     const [mailbox, names] = await Promise.all([
-      this.mailboxes.getVisible(caller, request.mailbox_id),
+      this.mailboxes.get(caller, request.mailbox_id),
       this.credentials.namesOf(credentialIds([request])),
     ]);
     const draftHtml = request.email?.html ? draftDocument(request.email.html) : null;
@@ -70,6 +71,7 @@ export class ConsoleRequestsService {
       request,
       removedFromDraft: request.sanitized ? describeRemoved(request.sanitized) : '',
       mailboxAddress: mailbox.address,
+      mailboxSource: mailbox.source ?? null,
       askedBy: who(request.created_by, names),
       decidedBy: request.decided_by ? who(request.decided_by, names) : null,
       draftHtml,
