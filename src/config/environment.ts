@@ -361,7 +361,7 @@ export class Environment {
 
   /**
    * The ALCARTA_SECRETS_KEY before a rotation: secrets sealed with it are still read, and sealed
-   * again with the current key when next written.
+   * again with the current key when next used (a connection, a send, a test).
    */
   @Transform(emptyToUndefined)
   @IsOptional()

@@ -65,6 +65,7 @@ describe('prepareSource', () => {
     const { settings, secrets } = prepareSource(input({ auth: { xoauth2 } }), undefined, NOW);
     assert.deepEqual(settings.auth, {
       kind: 'xoauth2',
+      grant: 'refresh_token',
       token_url: xoauth2.token_url,
       client_id: 'alcarta',
       scope: xoauth2.scope,
@@ -76,6 +77,35 @@ describe('prepareSource', () => {
       NOW,
     );
     assert.deepEqual(public_, { client_secret: null, refresh_token: 'r' });
+  });
+
+  it('tells the XOAUTH2 grant from what is given: a refresh token, a private key, or the client secret alone', () => {
+    const base = { token_url: 'https://login.example.com/token', client_id: 'c' };
+    const pem = '-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----\n';
+    const grant = (xoauth2: Record<string, unknown>) => {
+      const { settings, secrets } = prepareSource(
+        input({ auth: { xoauth2: { ...base, ...xoauth2 } } }),
+        undefined,
+        NOW,
+      );
+      return { grant: settings.auth.kind === 'xoauth2' ? settings.auth.grant : undefined, secrets };
+    };
+    assert.deepEqual(grant({ client_secret: 's' }), { grant: 'client_credentials', secrets: { client_secret: 's' } });
+    assert.deepEqual(grant({ private_key: pem }), {
+      grant: 'jwt_bearer',
+      secrets: { client_secret: null, private_key: pem },
+    });
+    for (const [xoauth2, field] of [
+      [{}, 'source.auth.xoauth2.refresh_token'],
+      [{ refresh_token: 'r', private_key: pem }, 'source.auth.xoauth2'],
+      [{ private_key: 'not a key' }, 'source.auth.xoauth2.private_key'],
+    ] as const) {
+      assert.throws(
+        () => grant(xoauth2),
+        (err: AlcartaError) => err.reason === 'invalid_source' && err.details.field === field,
+        JSON.stringify(xoauth2),
+      );
+    }
   });
 
   it('takes sync_from as now (fixed when configured), all, or an RFC 3339 time', () => {
