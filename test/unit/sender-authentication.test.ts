@@ -86,9 +86,14 @@ describe('sender authentication: header blocks too long to check', () => {
     const dns = failingResolver();
     const config = { mailAuthentication: true, smtpHostname: 'mx.alcarta.test' } as AppConfig;
     const authenticator = new SenderAuthenticator(config, dns);
+    // mailauth is loaded at the first check (about a second of CPU): not what is measured here.
+    await authenticator.verify(message(1));
+    dns.lookups.length = 0;
     const started = Date.now();
     const verdict = await authenticator.verify(message(70_000));
-    assert.ok(Date.now() - started < 1000, `took ${Date.now() - started} ms`);
+    // Checked, this block held the event loop for 30 s; refused unread, it takes milliseconds. The
+    // bound leaves room for a busy machine and still tells the two apart.
+    assert.ok(Date.now() - started < 5000, `took ${Date.now() - started} ms`);
     assert.deepEqual(verdict.authentication, { spf: 'none', dkim: 'permerror', dmarc: 'permerror', arc: 'permerror' });
     assert.equal(verdict.fromVerified, false);
     assert.equal(dns.lookups.length, 0);
