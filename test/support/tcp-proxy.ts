@@ -1,9 +1,10 @@
 import { AddressInfo, createConnection, createServer, Server, Socket } from 'node:net';
 
 /**
- * A TCP relay in front of PostgreSQL that a test can turn into a blackhole: existing connections
- * are cut and new ones are accepted but never answered, as when the database host stops
- * answering on the network (a connect then hangs instead of being refused).
+ * A TCP relay in front of a server (PostgreSQL, an IMAP server) that a test can turn into a
+ * blackhole: existing connections are cut and new ones are accepted but never answered, as when
+ * the host stops answering on the network (a connect then hangs instead of being refused), and
+ * back into a relay, as when the network returns.
  */
 export class TcpProxy {
   private blackholed = false;
@@ -33,6 +34,11 @@ export class TcpProxy {
   blackhole(): void {
     this.blackholed = true;
     for (const socket of this.sockets) socket.destroy();
+  }
+
+  /** Relays new connections again (those accepted while blackholed stay unanswered). */
+  restore(): void {
+    this.blackholed = false;
   }
 
   async close(): Promise<void> {
