@@ -158,6 +158,10 @@ auth_mechanisms = plain login ${bearerMechanisms}
 mail_location = maildir:~/Maildir
 # Test mail need not survive a power cut; without fsync an APPEND costs a fraction of the time.
 mail_fsync = never
+# An IDLE session learns of new mail from inotify; when the watch misses it (seen with the first
+# APPEND into a brand-new maildir racing the start of IDLE), Dovecot checks the folder itself only
+# every 30 s by default. Every second here, so that a missed notification cannot pass for a slow wake.
+mailbox_idle_check_interval = 1 secs
 mail_home = ${this.dir}/home/%u
 passdb {
   driver = passwd-file
