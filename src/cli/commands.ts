@@ -7,7 +7,7 @@ import { MigrationRunner } from '../database/migration-runner';
 import { MailboxSourceService } from '../connected-mailboxes/mailbox-source.service';
 import { MailboxService } from '../mail/mailbox.service';
 import { WriteCommand } from './command-line';
-import { CommandOutput, grantLine } from './output';
+import { CommandOutput, grantLine, mailboxLine } from './output';
 
 /** A command that changes something, run in the application context (the listings: read-commands.ts). */
 export async function runCommand(app: INestApplicationContext, command: WriteCommand): Promise<CommandOutput> {
@@ -85,16 +85,6 @@ export async function runCommand(app: INestApplicationContext, command: WriteCom
       };
     }
   }
-}
-
-function mailboxLine(mailbox: { mailbox_id: string; address: string; name: string | null; source?: object }): string {
-  const source = mailbox.source as { host?: string; state?: string } | undefined;
-  return [
-    mailbox.mailbox_id,
-    mailbox.address,
-    ...(mailbox.name ? [mailbox.name] : []),
-    ...(source ? [`source=${source.host} (${source.state})`] : []),
-  ].join('  ');
 }
 
 export function describeFailure(err: unknown): string {

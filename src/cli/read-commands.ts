@@ -4,9 +4,11 @@ import { tokenView } from '../auth/token.views';
 import { AppConfig } from '../config/app-config';
 import { validateEnvironment } from '../config/environment';
 import { LocalDatabase, openEmbeddedPostgres } from '../database/embedded-postgres';
+import { MailboxSourceEntity } from '../connected-mailboxes/mailbox-source.entity';
+import { sourceView } from '../connected-mailboxes/source.views';
 import { mailboxView } from '../mail/message.views';
 import { ReadCommand } from './command-line';
-import { CommandOutput, grantLine, printOutput } from './output';
+import { CommandOutput, grantLine, mailboxLine, printOutput } from './output';
 
 /**
  * The listing commands, on one plain `pg` connection: loading the application (Nest, TypeORM and
@@ -49,7 +51,8 @@ async function list(client: Client, command: ReadCommand): Promise<CommandOutput
       const { rows } = await client.query<{ id: string; address: string; name: string | null }>(
         'SELECT id, address, name FROM mailboxes ORDER BY created_at, id',
       );
-      return mailboxList(rows.map((row) => mailboxView(row)));
+      const sources = await connectedSources(client);
+      return mailboxList(rows.map((row) => mailboxView(row, sources.get(row.id))));
     }
     case 'tokens list': {
       const { rows } = await client.query(
@@ -79,10 +82,25 @@ function emptyList(command: ReadCommand): CommandOutput {
   }
 }
 
+/** The views of the connected accounts, as GET /v1/mailboxes shows them (none before their migration). */
+async function connectedSources(client: Client): Promise<Map<string, ReturnType<typeof sourceView>>> {
+  const [{ table }] = (
+    await client.query<{ table: string | null }>(`SELECT to_regclass('mailbox_sources')::text AS table`)
+  ).rows;
+  if (!table) return new Map();
+  const { rows } = await client.query<MailboxSourceEntity>(
+    `SELECT mailbox_id AS "mailboxId", settings, state, last_error AS "lastError", last_sync_at AS "lastSyncAt",
+            behind_since AS "behindSince"
+       FROM mailbox_sources`,
+  );
+  const now = Date.now();
+  return new Map(rows.map((row) => [row.mailboxId, sourceView(row, now)]));
+}
+
 function mailboxList(mailboxes: ReturnType<typeof mailboxView>[]): CommandOutput {
   return {
     json: { mailboxes },
-    text: mailboxes.map((m) => `${m.mailbox_id}  ${m.address}${m.name ? `  ${m.name}` : ''}`).join('\n'),
+    text: mailboxes.map(mailboxLine).join('\n'),
   };
 }
 

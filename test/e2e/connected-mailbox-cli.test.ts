@@ -36,6 +36,23 @@ describe('connected mailbox CLI', { skip: requireSystemPackage('dovecot-imapd') 
     const mailboxId = /mbx_[A-Za-z0-9_-]+/.exec(created.stdout)?.[0];
     assert.ok(mailboxId, created.stdout);
     await sourceReaches(server.admin, mailboxId, 'idle');
+    // The listing reads the database directly, and shows what GET /v1/mailboxes shows.
+    const listed = await cli(['mailboxes', 'list', '--json']);
+    assert.equal(listed.code, 0, listed.stderr);
+    const rest = (await server.admin.get('/v1/mailboxes')).body.mailboxes as Array<{
+      mailbox_id: string;
+      source?: object;
+    }>;
+    const fromCli = (JSON.parse(listed.stdout) as { mailboxes: Array<{ mailbox_id: string; source?: object }> })
+      .mailboxes;
+    const restSource = rest.find((m) => m.mailbox_id === mailboxId)?.source;
+    const cliSource = fromCli.find((m) => m.mailbox_id === mailboxId)?.source;
+    assert.deepEqual({ ...cliSource, lag_seconds: 0 }, { ...restSource, lag_seconds: 0 });
+    assert.equal((cliSource as { state?: string }).state, 'idle');
+    assert.match(
+      (await cli(['mailboxes', 'list'])).stdout,
+      new RegExp(`${mailboxId}.*source=127\\.0\\.0\\.1 \\(idle\\)`),
+    );
 
     const tested = await cli(['mailboxes', 'source', 'test', mailboxId]);
     assert.equal(tested.code, 0, tested.stderr);
