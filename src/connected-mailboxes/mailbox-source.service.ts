@@ -54,9 +54,12 @@ export class MailboxSourceService implements MailboxSourceHandler<SealedSource>,
     const stored = mailboxId === undefined ? undefined : await this.credentials.load(mailboxId);
     const prepared = prepareSource(input, stored?.settings, new Date());
     const secrets = prepared.secrets ?? stored!.secrets;
-    const reconnect = !stored || connectionChanged(stored.settings, prepared.settings, prepared.secrets !== undefined);
+    const changed = !stored || connectionChanged(stored.settings, prepared.settings, prepared.secrets !== undefined);
+    // Pausing or resuming asks for no new check, but for new connections: a resumed source signs in
+    // again (and shows auth_failed if its credentials stopped working meanwhile).
+    const reconnect = changed || stored.settings.paused !== prepared.settings.paused;
     const candidate: LoadedSource = { mailboxId: undefined, revision: 0, settings: prepared.settings, secrets };
-    if (reconnect && !prepared.settings.paused) await this.checkOrRefuse(candidate);
+    if (changed && !prepared.settings.paused) await this.checkOrRefuse(candidate);
     return {
       settings: prepared.settings,
       // Sealed after the check: a provider that rotated the refresh token during it gave a new one.

@@ -108,6 +108,7 @@ describe('connected mailbox credentials', { skip: requireSystemPackage('dovecot-
     const mailboxId = created.body.mailbox_id as string;
     assert.deepEqual(created.body.source.auth, {
       kind: 'xoauth2',
+      grant: 'refresh_token',
       token_url: idp.tokenUrl,
       client_id: idp.clientId,
       scope: idp.scope,
