@@ -11,9 +11,15 @@ import { SourceFailure } from './source-failure';
 import type { FolderState } from './source-settings';
 import { ImapSyncMetrics } from './imap-sync.metrics';
 
-/** Messages, and bytes, fetched and stored per transaction. */
+/** Messages, and bytes, fetched and stored per transaction of new mail. */
 const BATCH_MESSAGES = 50;
 const BATCH_BYTES = 8 * 1024 * 1024;
+/**
+ * The same for older mail (the initial sync): smaller, because new mail that arrives meanwhile
+ * waits for the batch in progress (the connection is busy with it) before it goes first.
+ */
+const INITIAL_BATCH_MESSAGES = 20;
+const INITIAL_BATCH_BYTES = 2 * 1024 * 1024;
 /** UIDs of the initial sync whose sizes and dates are read per round. */
 const INITIAL_ROUND_UIDS = 500;
 /** The first pause before a reconnect; it doubles up to ALCARTA_IMAP_RETRY_MAX_SECONDS. */
@@ -237,7 +243,7 @@ export class FolderSync {
       (c) => c.uid >= from && c.uid <= roundEnd && (since === undefined || (c.internalDate?.getTime() ?? 0) >= since),
     );
     let at = position;
-    for (const batch of this.batches(candidates)) {
+    for (const batch of this.batches(candidates, INITIAL_BATCH_MESSAGES, INITIAL_BATCH_BYTES)) {
       const next = batch[batch.length - 1].uid + 1;
       at = { ...at, initialNextUid: next, caughtUp: false };
       await this.storeBatch(client, source, batch, at, 'initial');
@@ -262,13 +268,17 @@ export class FolderSync {
     return found.sort((a, b) => a.uid - b.uid);
   }
 
-  /** Messages grouped so that a batch holds at most BATCH_MESSAGES and about BATCH_BYTES. */
-  private batches(candidates: readonly Candidate[]): Candidate[][] {
+  /** Messages grouped so that a batch holds at most `maxMessages` and about `maxBytes`. */
+  private batches(
+    candidates: readonly Candidate[],
+    maxMessages = BATCH_MESSAGES,
+    maxBytes = BATCH_BYTES,
+  ): Candidate[][] {
     const batches: Candidate[][] = [];
     let current: Candidate[] = [];
     let bytes = 0;
     for (const c of candidates) {
-      if (current.length > 0 && (current.length >= BATCH_MESSAGES || bytes + c.size > BATCH_BYTES)) {
+      if (current.length > 0 && (current.length >= maxMessages || bytes + c.size > maxBytes)) {
         batches.push(current);
         current = [];
         bytes = 0;
