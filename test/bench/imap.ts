@@ -318,10 +318,28 @@ async function initialSync(server: SpawnedServer, dovecot: TestDovecot, total: n
   ]);
 }
 
+/**
+ * Each Dovecot IMAP session in IDLE takes an inotify instance of the user Dovecot's processes run
+ * as; past fs.inotify.max_user_instances (128 by default on Linux) Dovecot logs "Inotify instance
+ * limit … exceeded, disabling" and looks for new mail only every mailbox_idle_check_interval (30 s),
+ * so the latency rows would measure that poll. The limit is the host's: fail early, saying so.
+ */
+async function checkInotifyLimit(sessions: number): Promise<void> {
+  const limit = Number((await readFile('/proc/sys/fs/inotify/max_user_instances', 'utf8')).trim());
+  if (limit < sessions) {
+    throw new Error(
+      `fs.inotify.max_user_instances is ${limit}, below the ${sessions} IDLE sessions Dovecot will hold: ` +
+        `raise it (as root: sysctl fs.inotify.max_user_instances=${2 ** Math.ceil(Math.log2(sessions))})`,
+    );
+  }
+}
+
 async function main(): Promise<void> {
+  const connections = MAILBOXES + WAITERS + WARM_UP_MAILBOXES + 50;
+  await checkInotifyLimit(connections);
   const releaseDatabase = await databaseServer();
   const db = await createTestDatabase();
-  const dovecot = await startDovecot({ connections: MAILBOXES + WAITERS + WARM_UP_MAILBOXES + 50 });
+  const dovecot = await startDovecot({ connections });
   let server: SpawnedServer | undefined;
   try {
     const warmUp = await addAccounts(dovecot, WARM_UP_MAILBOXES, 'bench-warm');

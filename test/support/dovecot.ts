@@ -36,7 +36,8 @@ export interface DovecotOptions {
   /**
    * IMAP connections Dovecot must hold at once, beyond its defaults (100 processes per service, 1,000
    * clients per process): raises the limits that bind first for many accounts on one address, for
-   * benchmarks. Unset: Dovecot's defaults.
+   * benchmarks. Unset: Dovecot's defaults. (Sessions in IDLE also need as many inotify instances of
+   * Dovecot's user: fs.inotify.max_user_instances is the host's to raise.)
    */
   connections?: number;
 }
