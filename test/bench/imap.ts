@@ -237,6 +237,18 @@ async function bareIdleLatency(dovecot: TestDovecot, account: Account): Promise<
   ]);
 }
 
+/** The replica's "connected folder unavailable" warnings, counted by their error with digits masked. */
+function failureSummary(stderr: string): string {
+  const counts = new Map<string, number>();
+  for (const line of stderr.split('\n')) {
+    if (!line.includes('connected folder unavailable')) continue;
+    const error = /"error":"([^"]*)"/.exec(line)?.[1] ?? line.slice(0, 200);
+    const key = error.replace(/\d+/g, 'N');
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  }
+  return [...counts].map(([error, n]) => `  ${n} × ${error}`).join('\n');
+}
+
 /** Restarts Dovecot with `parked` (one wait per waiter) blocked across the restart. */
 async function reconnectStorm(
   server: SpawnedServer,
@@ -267,6 +279,7 @@ async function reconnectStorm(
     }),
   );
   const allIdle = await foldersReach(server, 'idle', total);
+  progress(`why reconnects failed during the storm (the replica's warnings):\n${failureSummary(server.stdout())}`);
   const authFailures = (await metricValue(server.url, 'alcarta_imap_auth_failures_total')) - authFailuresBefore;
   rows.push([
     'reconnect storm',
