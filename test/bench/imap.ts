@@ -237,12 +237,17 @@ async function bareIdleLatency(dovecot: TestDovecot, account: Account): Promise<
   ]);
 }
 
-/** The replica's "connected folder unavailable" warnings, counted by their error with digits masked. */
-function failureSummary(stderr: string): string {
+/** The replica's "connected folder unavailable" log lines, counted by their error with digits masked. */
+function failureSummary(log: string): string {
   const counts = new Map<string, number>();
-  for (const line of stderr.split('\n')) {
+  for (const line of log.split('\n')) {
     if (!line.includes('connected folder unavailable')) continue;
-    const error = /"error":"([^"]*)"/.exec(line)?.[1] ?? line.slice(0, 200);
+    let error: string;
+    try {
+      error = String((JSON.parse(line) as { error?: unknown }).error);
+    } catch {
+      error = line.slice(0, 200);
+    }
     const key = error.replace(/\d+/g, 'N');
     counts.set(key, (counts.get(key) ?? 0) + 1);
   }
