@@ -244,7 +244,8 @@ function failureSummary(log: string): string {
     if (!line.includes('connected folder unavailable')) continue;
     let error: string;
     try {
-      error = String((JSON.parse(line) as { error?: unknown }).error);
+      const logged = (JSON.parse(line) as { error?: unknown }).error;
+      error = typeof logged === 'string' ? logged : JSON.stringify(logged);
     } catch {
       error = line.slice(0, 200);
     }
