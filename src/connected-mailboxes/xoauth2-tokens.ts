@@ -172,7 +172,11 @@ function serviceAccountKey(pem: string) {
   try {
     return createPrivateKey(pem);
   } catch {
-    throw new SourceFailure('auth', 'source_auth_failed', 'The service account\'s private_key cannot be read as a private key.');
+    throw new SourceFailure(
+      'auth',
+      'source_auth_failed',
+      "The service account's private_key cannot be read as a private key.",
+    );
   }
 }
 
