@@ -4,11 +4,8 @@ import { randomBase62 } from '../common/ids';
 import { AppConfig } from '../config/app-config';
 import { Doorbell } from '../events/doorbell';
 import { DoorbellListener } from '../events/doorbell-listener';
-import { EventLog } from '../events/event-log';
 import { BackgroundJob, Job } from '../lifecycle/background-job';
 import { DrainState } from '../lifecycle/drain-state';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
 import { FolderSync } from './folder-sync';
 import { ImapConnector } from './imap-connector';
 import { ImapMessageStore } from './imap-message-store';
@@ -52,8 +49,6 @@ export class ImapSyncHolder implements BackgroundJob {
     private readonly store: ImapMessageStore,
     private readonly metrics: ImapSyncMetrics,
     private readonly listener: DoorbellListener,
-    private readonly eventLog: EventLog,
-    @InjectDataSource() private readonly dataSource: DataSource,
     drain: DrainState,
   ) {
     drain.onDrain(() => this.stop());
@@ -80,10 +75,7 @@ export class ImapSyncHolder implements BackgroundJob {
     await Promise.all([...this.syncs.values()].map((sync) => sync.stop()));
     this.syncs.clear();
     try {
-      await this.sources.release(this.holder);
-      await this.dataSource.transaction((manager) =>
-        this.eventLog.ringDoorbell(manager, { kind: 'mailbox_source', mailboxId: '*' }),
-      );
+      await this.service.releaseHolder(this.holder);
     } catch (err) {
       // The lease lapses on its own.
       this.logger.warn({ msg: 'could not give up the connected folders at once', error: (err as Error).message });

@@ -274,9 +274,9 @@ export class MailboxSourceRepository {
     });
   }
 
-  /** Gives every folder of `holder` up at once (drain): another replica takes them at its next tick. */
-  async release(holder: string): Promise<void> {
-    await this.dataSource.query(`DELETE FROM imap_sync_holders WHERE id = $1`, [holder]);
+  /** Ends `holder`'s lease: its folders become unheld (the foreign key sets their holder to NULL). */
+  async release(manager: EntityManager, holder: string): Promise<void> {
+    await manager.query(`DELETE FROM imap_sync_holders WHERE id = $1`, [holder]);
   }
 }
 

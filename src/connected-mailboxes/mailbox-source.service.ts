@@ -137,6 +137,17 @@ export class MailboxSourceService implements MailboxSourceHandler<SealedSource>,
     });
   }
 
+  /**
+   * Ends a holder's lease (drain): its folders are unheld at once, and the doorbell that rings on
+   * the same commit has the other replicas take them now rather than at their next tick.
+   */
+  async releaseHolder(holder: string): Promise<void> {
+    await this.dataSource.transaction(async (manager) => {
+      await this.sources.release(manager, holder);
+      await this.eventLog.ringDoorbell(manager, { kind: 'mailbox_source', mailboxId: '*' });
+    });
+  }
+
   private async checkOrRefuse(candidate: LoadedSource): Promise<void> {
     try {
       await this.checker.check(candidate);

@@ -62,7 +62,8 @@ export type Xoauth2Grant = 'refresh_token' | 'client_credentials' | 'jwt_bearer'
 export type SourceSecrets =
   { password: string } | { client_secret: string | null; refresh_token?: string; private_key?: string };
 
-class SmtpDto {
+/** Where a server is and how to reach it: the IMAP server of a source, and its submission server. */
+class ServerDto {
   @IsString()
   @IsNotEmpty()
   @MaxLength(253)
@@ -132,22 +133,9 @@ class AuthDto {
 const FOLDER_NAME = /^[^\u0000-\u001f\u007f*%]{1,200}$/;
 
 /** A complete source (after a PATCH is merged onto the stored one). */
-class SourceDto {
+class SourceDto extends ServerDto {
   @IsIn(['imap'], { message: 'kind must be "imap"' })
   kind: 'imap';
-
-  @IsString()
-  @IsNotEmpty()
-  @MaxLength(253)
-  host: string;
-
-  @IsInt()
-  @Min(1)
-  @Max(65535)
-  port: number;
-
-  @IsIn(TLS_MODES, { message: 'tls must be one of implicit, starttls, none' })
-  tls: TlsMode;
 
   @IsString()
   @IsNotEmpty()
@@ -173,8 +161,8 @@ class SourceDto {
 
   @IsOptional()
   @ValidateNested()
-  @Type(() => SmtpDto)
-  smtp?: SmtpDto | null;
+  @Type(() => ServerDto)
+  smtp?: ServerDto | null;
 
   @IsOptional()
   @Matches(FOLDER_NAME, { message: 'save_sent must be a folder name of 1 to 200 characters' })
