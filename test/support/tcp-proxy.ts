@@ -13,12 +13,17 @@ export class TcpProxy {
   private constructor(
     private readonly server: Server,
     readonly port: number,
+    private readonly tap: ((fromClient: Buffer) => void) | undefined,
   ) {}
 
-  static async start(target: { host: string; port: number }): Promise<TcpProxy> {
+  /** `tap` sees every byte the clients send, as it passes (to count an IMAP client's commands, say). */
+  static async start(
+    target: { host: string; port: number },
+    { tap }: { tap?: (fromClient: Buffer) => void } = {},
+  ): Promise<TcpProxy> {
     const server = createServer();
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const proxy = new TcpProxy(server, (server.address() as AddressInfo).port);
+    const proxy = new TcpProxy(server, (server.address() as AddressInfo).port, tap);
     server.on('connection', (client: Socket) => proxy.accept(client, target));
     return proxy;
   }
@@ -59,6 +64,7 @@ export class TcpProxy {
     });
     upstream.on('error', () => undefined);
     client.on('close', () => upstream.destroy());
+    if (this.tap) client.on('data', this.tap);
     client.pipe(upstream).pipe(client);
   }
 }
