@@ -24,7 +24,8 @@ const TICKS_PER_LEASE = 3;
  * that are gone (their doorbell listener's session left `pg_stat_activity`: a SIGKILL) or hung (the
  * lease lapsed), and takes unheld folders up to a fair share, so a dead holder's folders are
  * synced again within ALCARTA_IMAP_LEASE_SECONDS. A source's change rings a doorbell that makes
- * every holder tick at once. On drain the replica closes its connections and gives its lease up,
+ * every holder tick at once; while there is no connected folder at all, nothing else makes it tick,
+ * so an installation without connected mailboxes pays nothing for them. On drain the replica closes its connections and gives its lease up,
  * and the others take its folders at their next tick.
  */
 @Job('work')
@@ -37,6 +38,8 @@ export class ImapSyncHolder implements BackgroundJob {
   private readonly syncs = new Map<string, FolderSync>();
   private timer: NodeJS.Timeout | undefined;
   private ticking: Promise<void> | undefined;
+  /** Whether the last tick found folders to hold anywhere (without any, only a doorbell needs a tick). */
+  private anyFolders = true;
   private tickAgain = false;
   private active = false;
 
@@ -96,7 +99,7 @@ export class ImapSyncHolder implements BackgroundJob {
       if (this.tickAgain) {
         this.tickAgain = false;
         this.tick();
-      } else {
+      } else if (this.anyFolders || this.syncs.size > 0) {
         this.timer = setTimeout(() => this.tick(), this.config.imapLeaseMs / TICKS_PER_LEASE);
       }
     });
@@ -105,12 +108,14 @@ export class ImapSyncHolder implements BackgroundJob {
   private async leaseTick(): Promise<void> {
     let held: HeldFolder[];
     try {
-      ({ held } = await this.sources.leaseTick(
+      let folders: number;
+      ({ held, folders } = await this.sources.leaseTick(
         this.holder,
         this.listener.session,
         this.config.imapLeaseMs,
         this.config.imapMaxFolders,
       ));
+      this.anyFolders = folders > 0;
     } catch (err) {
       // The database is away: the syncs go on (their writes fail and are retried); the lease may
       // lapse, and then their writes find the folders no longer theirs.

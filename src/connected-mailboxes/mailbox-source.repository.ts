@@ -16,6 +16,8 @@ export interface HeldFolder {
 export interface HoldingTick {
   /** The folders this replica holds after the tick. */
   held: HeldFolder[];
+  /** Folders of sources that are not paused, on every replica. */
+  folders: number;
   /** Whether other replicas hold live leases. */
   peers: boolean;
 }
@@ -269,6 +271,7 @@ export class MailboxSourceRepository {
       );
       return {
         held: rows.map((r) => ({ mailboxId: r.mailbox_id, folder: r.folder, revision: r.revision })),
+        folders,
         peers: holders > 1,
       };
     });

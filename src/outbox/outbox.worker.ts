@@ -41,7 +41,7 @@ export class OutboxWorker implements DueWork, BackgroundJob {
     private readonly deliveries: OutboundDeliveryRepository,
     private readonly relay: SmtpRelay,
     private readonly routes: OutboundRoutes,
-    listener: DoorbellListener,
+    private readonly listener: DoorbellListener,
     drain: DrainState,
     metrics: Metrics,
   ) {
@@ -55,11 +55,20 @@ export class OutboxWorker implements DueWork, BackgroundJob {
   }
 
   /**
-   * Starts watching for work. Without a relay it still runs: mail of connected mailboxes leaves
-   * through their own accounts (every other delivery is `not_configured` and never due).
+   * Starts watching for work. Without a relay, only mail of connected mailboxes can be due (every
+   * other delivery is `not_configured`): the loop starts at the first such delivery, queued now
+   * (its outbox doorbell) or before this start, so that a replica without either does no work.
    */
   start(): void {
-    this.loop.start();
+    if (this.relay.configured) return this.loop.start();
+    this.listener.subscribe({ onDoorbell: (bell) => bell.kind === 'outbox' && this.loop.start() });
+    void this.deliveries
+      .msUntilNextDue()
+      .then((ms) => ms !== undefined && this.loop.start())
+      .catch((err: Error) => {
+        // The doorbell of the next queued delivery still starts it.
+        this.logger.warn({ msg: 'outbox worker could not look for due mail at start', error: err.message });
+      });
   }
 
   /** Claims no more; resolves when the pass in progress has ended (sends in flight finish on drain). */
