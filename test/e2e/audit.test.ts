@@ -1,0 +1,150 @@
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { ApprovalService } from '#app/approvals/approval.service.js';
+import { TokenService } from '#app/auth/token.service.js';
+import { runCliWith } from '../support/cli';
+import { createMailbox, createToken, startTestServer, TestServer } from '../support/test-server';
+
+type Entry = {
+  seq: number;
+  action: string;
+  actor: Record<string, unknown>;
+  client_address: string | null;
+  subject: Record<string, unknown>;
+};
+
+/**
+ * The audit trail (docs/audit.md): acts append entries naming who and from where, `GET /v1/audit`
+ * pages them as NDJSON, `audit verify` accepts the chain and names a row edited by hand, an export
+ * verifies, concurrent appends keep one chain, and pruning leaves a signed checkpoint.
+ */
+describe('audit trail', () => {
+  const secretsKey = randomBytes(32).toString('base64');
+  let server: TestServer;
+  let dir: string;
+  const cli = (...args: string[]) => runCliWith({ env: { ALCARTA_SECRETS_KEY: secretsKey } }, server.db.url, ...args);
+
+  async function page(since: number, limit: number, token = server.adminToken) {
+    const res = await fetch(`${server.url}/v1/audit?since=${since}&limit=${limit}`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    const text = await res.text();
+    return {
+      status: res.status,
+      cursor: res.headers.get('alcarta-audit-cursor'),
+      type: res.headers.get('content-type'),
+      entries:
+        res.status === 200
+          ? text
+              .split('\n')
+              .filter(Boolean)
+              .map((l) => JSON.parse(l) as Entry)
+          : [],
+    };
+  }
+
+  async function all(): Promise<Entry[]> {
+    const entries: Entry[] = [];
+    for (let since = 0; ;) {
+      const next = await page(since, 7);
+      entries.push(...next.entries);
+      if (next.entries.length === 0) return entries;
+      since = Number(next.cursor);
+    }
+  }
+
+  before(async () => {
+    server = await startTestServer({ env: { ALCARTA_SECRETS_KEY: secretsKey } });
+    dir = await mkdtemp(join(tmpdir(), 'alcarta-audit-'));
+  });
+
+  after(async () => {
+    await server?.close();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('records acts with who and the client address, and pages them as NDJSON with a cursor', async () => {
+    const mailboxId = await createMailbox(server.admin);
+    const agentToken = await createToken(server.admin, { scopes: ['approvals:read'], mailboxes: [mailboxId] });
+    const deciderToken = await createToken(server.admin, { scopes: ['approvals:decide'], mailboxes: [mailboxId] });
+    const agent = (await server.running.app.get(TokenService).authenticate(agentToken.secret))!;
+    const approvals = server.running.app.get(ApprovalService);
+    const created = await approvals.requestApproval(agent, { mailboxId, title: 'Pay invoice 42' });
+    const decided = await server.admin
+      .withToken(deciderToken.secret)
+      .post(`/v1/requests/${created.request_id}/approve`, {});
+    assert.equal(decided.status, 200, JSON.stringify(decided.body));
+    assert.equal((await server.admin.delete(`/v1/tokens/${agentToken.id}`)).status, 204);
+
+    const entries = await all();
+    assert.deepEqual(
+      entries.map((e) => e.seq),
+      entries.map((_, i) => i + 1),
+      'paging skipped or repeated nothing',
+    );
+    const byAction = (action: string) => entries.filter((e) => e.action === action);
+    const mailbox = byAction('mailbox_created').find((e) => e.subject.mailbox_id === mailboxId)!;
+    assert.equal(mailbox.client_address, '127.0.0.1');
+    assert.ok(mailbox.actor.token_id, 'the bootstrap admin token acted');
+    assert.deepEqual(
+      byAction('token_created')
+        .map((e) => e.subject.token_id)
+        .filter((id) => id === agentToken.id || id === deciderToken.id),
+      [agentToken.id, deciderToken.id],
+    );
+    assert.deepEqual(byAction('token_created')[0].actor, { operator: true }, 'the bootstrap token, by the operator');
+    const requestCreated = byAction('request_created')[0];
+    assert.deepEqual(requestCreated.actor, { token_id: agentToken.id });
+    const approved = byAction('request_approved')[0];
+    assert.deepEqual(approved.actor, { token_id: deciderToken.id });
+    assert.equal(approved.client_address, '127.0.0.1');
+    assert.equal(approved.subject.request_id, created.request_id);
+    assert.match(approved.subject.content_sha256 as string, /^[0-9a-f]{64}$/);
+    assert.deepEqual(byAction('token_revoked')[0].subject, { token_id: agentToken.id });
+
+    const first = await page(0, 2);
+    assert.equal(first.type, 'application/x-ndjson; charset=utf-8');
+    assert.equal(first.cursor, '2');
+    const end = await page(entries.length, 10);
+    assert.deepEqual([end.entries, end.cursor], [[], String(entries.length)]);
+    assert.equal((await page(-1 as number, 1)).status, 400);
+  });
+
+  it('is for admins bound to every mailbox (403 otherwise)', async () => {
+    const mailboxId = await createMailbox(server.admin);
+    const reader = await createToken(server.admin, { scopes: ['approvals:read'], mailboxes: ['*'] });
+    const boundAdmin = await createToken(server.admin, { scopes: ['admin'], mailboxes: [mailboxId] });
+    assert.equal((await page(0, 1, reader.secret)).status, 403);
+    assert.equal((await page(0, 1, boundAdmin.secret)).status, 403);
+  });
+
+  it('keeps one chain under concurrent appends, verified by the CLI', async () => {
+    await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        server.admin.post('/v1/tokens', { name: `concurrent ${i}`, scopes: ['mail:read'], mailboxes: ['*'] }),
+      ),
+    );
+    const verified = await cli('audit', 'verify');
+    assert.equal(verified.code, 0, verified.stdout + verified.stderr);
+    assert.match(verified.stdout, /^ok: \d+ entries verified/);
+  });
+
+  it('exports entries that verify, and names a row edited by hand', async () => {
+    const file = join(dir, 'export.ndjson');
+    const exported = await cli('audit', 'export', '--output', file);
+    assert.equal(exported.code, 0, exported.stderr);
+    const lines = (await readFile(file, 'utf8')).trim().split('\n');
+    assert.equal(lines.length, (await all()).length);
+    const fromFile = await cli('audit', 'verify', '--file', file);
+    assert.equal(fromFile.code, 0, fromFile.stdout + fromFile.stderr);
+
+    await server.db.query(`UPDATE audit_log SET client_address = '203.0.113.9' WHERE seq = 3`);
+    const broken = await cli('audit', 'verify');
+    assert.equal(broken.code, 1);
+    assert.match(broken.stdout, /^broken at entry 3: the entry does not match its sha256/);
+  });
+});
