@@ -44,8 +44,8 @@ export class AuditRetentionHousekeeping implements BackgroundJob {
     return this.housekeeping.stop();
   }
 
-  /** Prunes what is due now; answers how many entries went. */
-  async prune(): Promise<number> {
+  /** Prunes what is due at `now` (tests pass a later time rather than wait); answers how many entries went. */
+  async prune(now = new Date()): Promise<number> {
     const [key] = this.box.derivedKeys(CHECKPOINT_KEY_PURPOSE);
     if (!key) {
       this.logger.warn(
@@ -53,7 +53,7 @@ export class AuditRetentionHousekeeping implements BackgroundJob {
       );
       return 0;
     }
-    const cutoff = new Date(Date.now() - this.config.auditRetentionMs);
+    const cutoff = new Date(now.getTime() - this.config.auditRetentionMs);
     let pruned = 0;
     while (!this.drain.isDraining) {
       const batch = await this.dataSource.transaction(async (manager) => {

@@ -5,7 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ApprovalService } from '#app/approvals/approval.service.js';
+import { AuditRetentionHousekeeping } from '#app/audit/audit-retention.housekeeping.js';
 import { TokenService } from '#app/auth/token.service.js';
+import { AppConfig } from '#app/config/app-config.js';
 import { runCliWith } from '../support/cli';
 import { createMailbox, createToken, startTestServer, TestServer } from '../support/test-server';
 
@@ -15,6 +17,7 @@ type Entry = {
   actor: Record<string, unknown>;
   client_address: string | null;
   subject: Record<string, unknown>;
+  sha256: string;
 };
 
 /**
@@ -146,5 +149,50 @@ describe('audit trail', () => {
     const broken = await cli('audit', 'verify');
     assert.equal(broken.code, 1);
     assert.match(broken.stdout, /^broken at entry 3: the entry does not match its sha256/);
+
+    const original = JSON.parse(lines[2]) as Entry;
+    await server.db.query(`UPDATE audit_log SET client_address = $1 WHERE seq = 3`, [original.client_address]);
+    assert.equal((await cli('audit', 'verify')).code, 0, 'the restored row verifies again');
+  });
+
+  it('pruning keeps a signed checkpoint that what remains links to; a forged checkpoint is named', async () => {
+    const cutoff = new Date();
+    const later = [
+      await createToken(server.admin, { scopes: ['mail:read'], mailboxes: ['*'] }),
+      await createToken(server.admin, { scopes: ['mail:read'], mailboxes: ['*'] }),
+    ];
+    const retention = server.running.app.get(AppConfig).auditRetentionMs;
+    const pruned = await server.running.app
+      .get(AuditRetentionHousekeeping)
+      .prune(new Date(cutoff.getTime() + retention));
+    assert.ok(pruned > 0);
+    const [checkpoint] = await server.db.query<{ seq: string; sha256: string }>(
+      `SELECT seq, sha256 FROM audit_checkpoints`,
+    );
+    const left = await all();
+    assert.equal(left[0].seq, Number(checkpoint.seq) + 1, 'the first entry left follows the checkpoint');
+    assert.deepEqual(
+      left.filter((e) => e.action === 'token_created').map((e) => e.subject.token_id),
+      later.map((t) => t.id),
+    );
+    const verified = await cli('audit', 'verify');
+    assert.equal(verified.code, 0, verified.stdout + verified.stderr);
+    assert.match(verified.stdout, new RegExp(`^ok: ${left.length} entries verified \\(${left[0].seq}\\.\\.`));
+
+    const file = join(dir, 'pruned.ndjson');
+    assert.equal((await cli('audit', 'export', '--output', file)).code, 0);
+    assert.match((await readFile(file, 'utf8')).split('\n')[0], /^\{"checkpoint":\{"seq":/);
+    assert.equal((await cli('audit', 'verify', '--file', file)).code, 0);
+
+    // A checkpoint moved forward to hide an entry cannot be signed without the key.
+    await server.db.query(`UPDATE audit_checkpoints SET seq = seq + 1, sha256 = $1`, [left[0].sha256]);
+    const forged = await cli('audit', 'verify');
+    assert.equal(forged.code, 1);
+    assert.equal(
+      forged.stdout.trim(),
+      `broken at entry ${left[0].seq}: the checkpoint signature does not match (forged or altered checkpoint)`,
+    );
+    const withoutKey = await runCliWith({}, server.db.url, 'audit', 'verify', '--file', file);
+    assert.equal(withoutKey.code, 1, 'a checkpoint is not taken on trust without the key');
   });
 });
