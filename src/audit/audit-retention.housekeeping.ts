@@ -24,6 +24,8 @@ const PRUNE_BATCH = 5000;
 export class AuditRetentionHousekeeping implements BackgroundJob {
   private readonly logger = new Logger(AuditRetentionHousekeeping.name);
   private readonly housekeeping: Housekeeping;
+  /** Said once per process, not at every run. */
+  private warnedKeyMissing = false;
 
   constructor(
     private readonly config: AppConfig,
@@ -48,6 +50,8 @@ export class AuditRetentionHousekeeping implements BackgroundJob {
   async prune(now = new Date()): Promise<number> {
     const [key] = this.box.derivedKeys(CHECKPOINT_KEY_PURPOSE);
     if (!key) {
+      if (this.warnedKeyMissing) return 0;
+      this.warnedKeyMissing = true;
       this.logger.warn(
         'audit entries are kept past ALCARTA_AUDIT_RETENTION_DAYS: no ALCARTA_SECRETS_KEY signs a checkpoint',
       );

@@ -90,15 +90,16 @@ export class GrantService {
   async revoke(actor: Caller, grantId: string): Promise<void> {
     const grant = await this.grants.findById(grantId);
     if (!grant || !actor.reaches(grant.mailboxes)) throw notFound('grant', grantId);
-    await this.dataSource.transaction((manager) =>
-      this.principals.changeAccess(manager, { grantPrincipal: grant.principal }, async () => {
+    await this.dataSource.transaction(async (manager) => {
+      await this.principals.changeAccess(manager, { grantPrincipal: grant.principal }, async () => {
         await this.grants.delete(manager, grantId);
-        await this.audit.append(manager, {
-          action: 'grant_revoked',
-          actor,
-          subject: { grant_id: grantId, principal: grant.principal },
-        });
-      }),
-    );
+      });
+      // Last, after what changeAccess locks: the audit head is always the last lock a transaction takes.
+      await this.audit.append(manager, {
+        action: 'grant_revoked',
+        actor,
+        subject: { grant_id: grantId, principal: grant.principal },
+      });
+    });
   }
 }
