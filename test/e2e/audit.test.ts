@@ -8,6 +8,7 @@ import { ApprovalService } from '#app/approvals/approval.service.js';
 import { AuditRetentionHousekeeping } from '#app/audit/audit-retention.housekeeping.js';
 import { TokenService } from '#app/auth/token.service.js';
 import { AppConfig } from '#app/config/app-config.js';
+import { ConsoleSessionService } from '#app/console/console-session.service.js';
 import { runCliWith } from '../support/cli';
 import { createMailbox, createToken, startTestServer, TestServer } from '../support/test-server';
 
@@ -82,6 +83,10 @@ describe('audit trail', () => {
       .post(`/v1/requests/${created.request_id}/approve`, {});
     assert.equal(decided.status, 200, JSON.stringify(decided.body));
     assert.equal((await server.admin.delete(`/v1/tokens/${agentToken.id}`)).status, 204);
+    const grant = await server.admin.post('/v1/grants', { principal: 'group:auditors', mailboxes: [mailboxId] });
+    assert.equal((await server.admin.delete(`/v1/grants/${grant.body.grant_id}`)).status, 204);
+    assert.equal((await server.admin.patch(`/v1/mailboxes/${mailboxId}`, { name: 'Invoices' })).status, 200);
+    assert.equal((await server.running.app.get(ConsoleSessionService).signInWithToken(deciderToken.secret)).ok, true);
 
     const entries = await all();
     assert.deepEqual(
@@ -108,6 +113,20 @@ describe('audit trail', () => {
     assert.equal(approved.subject.request_id, created.request_id);
     assert.match(approved.subject.content_sha256 as string, /^[0-9a-f]{64}$/);
     assert.deepEqual(byAction('token_revoked')[0].subject, { token_id: agentToken.id });
+    assert.deepEqual(
+      [...byAction('grant_created'), ...byAction('grant_revoked')].map((e) => [e.subject.grant_id, e.client_address]),
+      [
+        [grant.body.grant_id, '127.0.0.1'],
+        [grant.body.grant_id, '127.0.0.1'],
+      ],
+    );
+    assert.deepEqual(byAction('mailbox_updated')[0].subject, {
+      mailbox_id: mailboxId,
+      renamed: true,
+      source: 'unchanged',
+    });
+    const signIn = byAction('console_signed_in')[0];
+    assert.deepEqual([signIn.actor, signIn.client_address], [{ token_id: deciderToken.id }, null]);
 
     const first = await page(0, 2);
     assert.equal(first.type, 'application/x-ndjson; charset=utf-8');
