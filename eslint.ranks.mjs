@@ -26,8 +26,9 @@ export const SRC_RANKS = {
   database: 2,
   // Encryption of secrets at rest (the credentials of connected mailboxes) with the configured key.
   secrets: 2,
-  // The event log and its doorbell; the HTTP plumbing every controller uses.
+  // The event log and its doorbell; the HTTP plumbing every controller uses; the audit trail.
   events: 3,
+  audit: 3,
   http: 3,
   // Readiness; mailboxes and messages.
   health: 4,

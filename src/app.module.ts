@@ -2,6 +2,7 @@ import { DynamicModule, Module } from '@nestjs/common';
 import { APP_FILTER } from '@nestjs/core';
 import { ApprovalMailModule } from './approval-mail/approval-mail.module';
 import { ApprovalsModule } from './approvals/approvals.module';
+import { AuditModule } from './audit/audit.module';
 import { AuthModule } from './auth/auth.module';
 import { AlcartaConfigModule, ConfigOptions } from './config/config.module';
 import { ConnectedMailboxesModule } from './connected-mailboxes/connected-mailboxes.module';
@@ -38,6 +39,7 @@ export class AppModule {
         MetricsCoreModule,
         DatabaseModule.forRoot(ENTITIES),
         EventsModule,
+        AuditModule,
         MailModule,
         OutboxModule,
         ConnectedMailboxesModule,

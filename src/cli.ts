@@ -1,4 +1,5 @@
 import 'reflect-metadata';
+import { parseArgs } from 'node:util';
 import { CliCommand, isReadCommand, parseCommandLine, UsageError, USAGE } from './cli/command-line';
 
 /**
@@ -16,6 +17,7 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${USAGE}\n`);
     return 0;
   }
+  if (argv[0] === 'audit') return runAudit(argv.slice(1));
   let command: CliCommand;
   try {
     command = parseCommandLine(argv);
@@ -32,6 +34,28 @@ async function main(argv: string[]): Promise<number> {
   // The application is loaded only for a valid command that changes something.
   const { execute } = await import('./cli/cli-runner.js');
   return execute(command);
+}
+
+/** `audit verify [--file F]`, `audit export [--since SEQ] [--output F]` (docs/audit.md). */
+async function runAudit(argv: string[]): Promise<number> {
+  const [action, ...rest] = argv;
+  const { values } = parseArgs({
+    args: rest,
+    options: { file: { type: 'string' }, since: { type: 'string' }, output: { type: 'string' } },
+  });
+  const since = Number(values.since ?? 0);
+  if ((action !== 'verify' && action !== 'export') || !Number.isSafeInteger(since) || since < 0) {
+    process.stderr.write(
+      `error: usage: audit verify [--file F] | audit export [--since SEQ] [--output F]\n\n${USAGE}\n`,
+    );
+    return 2;
+  }
+  const { executeAudit } = await import('./cli/audit-commands.js');
+  return executeAudit(
+    action === 'verify'
+      ? { name: 'audit verify', file: values.file ?? null }
+      : { name: 'audit export', since, output: values.output ?? null },
+  );
 }
 
 main(process.argv.slice(2)).then(

@@ -11,6 +11,7 @@ import { DrainState } from './lifecycle/drain-state';
 import { bodyParsers } from './http/body-parsers';
 import { AlcartaExpressAdapter, closeConnectionsWhileDraining, connectionLimits } from './http/http-server';
 import { requestLogger } from './http/request-logger';
+import { auditRequestContext } from './audit/audit-context';
 import { requestMetrics } from './http/request-metrics';
 import { InboundSmtpServer } from './smtp/inbound-smtp.server';
 import { Metrics } from './metrics/metrics';
@@ -75,6 +76,7 @@ async function listen(app: NestExpressApplication, logger: Logger): Promise<Runn
   app.use(requestMetrics(app.get(Metrics)));
   app.use(mcpBrowserAccess(config));
   app.use(bodyParsers(config));
+  app.use(auditRequestContext);
   app.useGlobalPipes(createValidationPipe());
 
   if (config.runMigrations) await app.get(MigrationRunner).run();

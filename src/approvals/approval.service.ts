@@ -6,6 +6,7 @@ import { Caller } from '../kernel/caller';
 import { conflict, invalidRequest, notFound } from '../kernel/errors';
 import { newId } from '../common/ids';
 import { EventLog } from '../events/event-log';
+import { AuditLog } from '../audit/audit-log';
 import { MailboxService } from '../mail/mailbox.service';
 import { MessageService } from '../mail/message.service';
 import { DeliveryView } from '../outbox/delivery.views';
@@ -91,6 +92,7 @@ export class ApprovalService {
     private readonly outbox: OutboxService,
     private readonly eventLog: EventLog,
     private readonly separation: SeparationOfDuties,
+    private readonly audit: AuditLog,
   ) {}
 
   /** Lets another module act on every new request without approvals depending on it. */
@@ -208,6 +210,18 @@ export class ApprovalService {
         request.decidedContentSha256 = request.contentSha256;
       }
       const delivery = await this.transition(manager, request, decision, caller.decidedBy, reason);
+      // An approval link's decision is recorded here too: its actor's issuer is `approval-link`.
+      await this.audit.append(manager, {
+        action: `request_${decision}`,
+        actor: caller,
+        subject: {
+          request_id: request.id,
+          mailbox_id: request.mailboxId,
+          decided_by: caller.decidedBy,
+          content_sha256: request.contentSha256,
+          reason,
+        },
+      });
       return { request, applied: true, delivery };
     });
     if (!outcome.applied) {
@@ -312,6 +326,16 @@ export class ApprovalService {
         changed_at: created.createdAt.toISOString(),
       });
       for (const hook of this.createdHooks) await hook(manager, created);
+      await this.audit.append(manager, {
+        action: 'request_created',
+        actor: caller,
+        subject: {
+          request_id: created.id,
+          mailbox_id: created.mailboxId,
+          kind: created.kind,
+          content_sha256: created.contentSha256,
+        },
+      });
       return created;
     });
     return createdRequestView(request);

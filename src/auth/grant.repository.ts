@@ -9,9 +9,10 @@ import { PrincipalClaims } from './principal.repository';
 export class GrantRepository {
   constructor(@InjectRepository(GrantEntity) private readonly grants: Repository<GrantEntity>) {}
 
-  async insert(grant: Omit<GrantEntity, 'createdAt'>): Promise<GrantEntity> {
-    await this.grants.insert(grant);
-    return this.grants.findOneByOrFail({ id: grant.id });
+  async insert(grant: Omit<GrantEntity, 'createdAt'>, manager?: EntityManager): Promise<GrantEntity> {
+    const grants = manager?.getRepository(GrantEntity) ?? this.grants;
+    await grants.insert(grant);
+    return grants.findOneByOrFail({ id: grant.id });
   }
 
   findById(id: string): Promise<GrantEntity | null> {

@@ -30,6 +30,8 @@ export const PRINCIPAL_MAX_LENGTH = 500;
  * mailboxes sees, creates and deletes only grants within them. Grants are read from the database on
  * every lookup, never cached, so a deleted grant stops counting at once on every replica.
  */
+import { AuditLog } from '../audit/audit-log';
+
 @Injectable()
 export class GrantService {
   constructor(
@@ -37,6 +39,7 @@ export class GrantService {
     private readonly grants: GrantRepository,
     private readonly mailboxes: MailboxService,
     private readonly principals: PrincipalService,
+    private readonly audit: AuditLog,
   ) {}
 
   /** The mailboxes a principal reaches: `['*']` when any of its grants is to every mailbox. */
@@ -59,11 +62,17 @@ export class GrantService {
       );
     }
     const mailboxes = await assignableMailboxes(actor, input.mailboxes, 'grants', this.mailboxes);
-    const grant = await this.grants.insert({
-      id: newId('grt'),
-      principal: input.principal,
-      mailboxes,
-      createdBy: actor.tokenId,
+    const grant = await this.dataSource.transaction(async (manager) => {
+      const inserted = await this.grants.insert(
+        { id: newId('grt'), principal: input.principal, mailboxes, createdBy: actor.tokenId },
+        manager,
+      );
+      await this.audit.append(manager, {
+        action: 'grant_created',
+        actor,
+        subject: { grant_id: inserted.id, principal: inserted.principal, mailboxes },
+      });
+      return inserted;
     });
     return grantView(grant);
   }
@@ -81,10 +90,16 @@ export class GrantService {
   async revoke(actor: Caller, grantId: string): Promise<void> {
     const grant = await this.grants.findById(grantId);
     if (!grant || !actor.reaches(grant.mailboxes)) throw notFound('grant', grantId);
-    await this.dataSource.transaction((manager) =>
-      this.principals.changeAccess(manager, { grantPrincipal: grant.principal }, async () => {
+    await this.dataSource.transaction(async (manager) => {
+      await this.principals.changeAccess(manager, { grantPrincipal: grant.principal }, async () => {
         await this.grants.delete(manager, grantId);
-      }),
-    );
+      });
+      // Last, after what changeAccess locks: the audit head is always the last lock a transaction takes.
+      await this.audit.append(manager, {
+        action: 'grant_revoked',
+        actor,
+        subject: { grant_id: grantId, principal: grant.principal },
+      });
+    });
   }
 }

@@ -4,6 +4,7 @@ import { DataSource, EntityManager } from 'typeorm';
 import { invalidRequest, notFound } from '../kernel/errors';
 import { newId } from '../common/ids';
 import { EventLog } from '../events/event-log';
+import { AuditLog } from '../audit/audit-log';
 import { MailboxService } from '../mail/mailbox.service';
 import { Caller } from '../kernel/caller';
 import { assignableMailboxes } from './mailbox-assignment';
@@ -36,6 +37,7 @@ export class TokenService {
     private readonly mailboxes: MailboxService,
     private readonly revocationHooks: CredentialRevocationHooks,
     private readonly eventLog: EventLog,
+    private readonly audit: AuditLog,
   ) {}
 
   /** Creates a token and returns its secret: the only moment the secret exists outside its holder. */
@@ -53,18 +55,29 @@ export class TokenService {
     }
     const secret = input.secret ?? generateSecret();
     if (!SECRET_SHAPE.test(secret)) throw new Error('token secret has the wrong shape');
-    const token = await this.tokens.insert(
-      {
-        id: newId('tok'),
-        name: input.name,
-        secretHash: hashSecret(secret),
-        scopes,
-        mailboxes,
-        expiresAt: input.expiresAt,
-        revokedAt: null,
-      },
-      manager,
-    );
+    const insert = (m: EntityManager) =>
+      this.tokens
+        .insert(
+          {
+            id: newId('tok'),
+            name: input.name,
+            secretHash: hashSecret(secret),
+            scopes,
+            mailboxes,
+            expiresAt: input.expiresAt,
+            revokedAt: null,
+          },
+          m,
+        )
+        .then(async (token) => {
+          await this.audit.append(m, {
+            action: 'token_created',
+            actor,
+            subject: { token_id: token.id, scopes, mailboxes, expires_at: token.expiresAt?.toISOString() ?? null },
+          });
+          return token;
+        });
+    const token = manager ? await insert(manager) : await this.dataSource.transaction(insert);
     return createdTokenView(token, secret);
   }
 
@@ -85,6 +98,7 @@ export class TokenService {
       if (!(await this.tokens.revoke(manager, tokenId))) return;
       await this.revocationHooks.revoke(manager, tokenId, 'token_revoked');
       await this.eventLog.ringDoorbell(manager, { kind: 'credential_revoked', tokenId });
+      await this.audit.append(manager, { action: 'token_revoked', actor, subject: { token_id: tokenId } });
     });
   }
 

@@ -1,5 +1,6 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { Logger } from 'pino';
+import { AuditModule } from '../audit/audit.module';
 import { AuthModule } from '../auth/auth.module';
 import { AlcartaConfigModule, ConfigOptions } from '../config/config.module';
 import { ENTITIES } from '../schema/entities';
@@ -29,6 +30,7 @@ export class CliModule {
         MetricsCoreModule,
         DatabaseModule.forRoot(ENTITIES),
         LifecycleModule,
+        AuditModule,
         MailModule,
         ConnectedMailboxesModule,
         AuthModule,

@@ -21,6 +21,8 @@ export const USAGE = `Usage: npm run cli -- <command> [options]      (or: node d
   mailboxes source pause MAILBOX_ID               stop syncing the account (resume: start again)
   mailboxes source resume MAILBOX_ID
   mailboxes source remove MAILBOX_ID              disconnect the account (its messages stay)
+  audit verify [--file F]                         check the audit chain (or an export); names the first broken entry
+  audit export [--since SEQ] [--output F]         write audit entries after SEQ as NDJSON
 
 Options: --json  print JSON instead of text
 Scopes: mail:read mail:send approvals:read approvals:decide mail:ingest admin`;

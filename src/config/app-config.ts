@@ -42,6 +42,7 @@ export class AppConfig {
   readonly waitRetentionMs: number;
   readonly housekeepingMs: number;
   readonly eventRetentionMs: number;
+  readonly auditRetentionMs: number;
   readonly taskMaxTtlMs: number;
   readonly maxActiveTasksPerToken: number;
   readonly taskPollIntervalMs: number;
@@ -135,6 +136,7 @@ export class AppConfig {
     this.waitRetentionMs = env.ALCARTA_WAIT_RETENTION_SECONDS * 1000;
     this.housekeepingMs = env.ALCARTA_HOUSEKEEPING_SECONDS * 1000;
     this.eventRetentionMs = env.ALCARTA_EVENT_RETENTION_DAYS * 24 * 3600 * 1000;
+    this.auditRetentionMs = env.ALCARTA_AUDIT_RETENTION_DAYS * 24 * 3600 * 1000;
     this.taskMaxTtlMs = env.ALCARTA_TASK_MAX_TTL_SECONDS * 1000;
     this.maxActiveTasksPerToken = env.ALCARTA_MAX_ACTIVE_TASKS_PER_TOKEN;
     this.taskPollIntervalMs = env.ALCARTA_TASK_POLL_INTERVAL_SECONDS * 1000;

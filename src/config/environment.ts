@@ -169,6 +169,17 @@ export class Environment {
   @Max(3650)
   ALCARTA_EVENT_RETENTION_DAYS: number = 30;
 
+  /**
+   * Audit entries older than this many days are pruned by housekeeping, which leaves a checkpoint
+   * signed with a key derived from ALCARTA_SECRETS_KEY so what remains still verifies
+   * (docs/audit.md). Without a secrets key nothing is pruned. 0 prunes every entry at each run.
+   */
+  @Type(() => Number)
+  @IsInt()
+  @Min(0)
+  @Max(36500)
+  ALCARTA_AUDIT_RETENTION_DAYS: number = 365;
+
   /** Longest task lifetime (`ttl`) a client may ask for; longer requests are cut to this. */
   @Type(() => Number)
   @IsInt()

@@ -2,6 +2,7 @@ import { Injectable, OnModuleInit } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { EventLog } from '../events/event-log';
+import { AuditLog } from '../audit/audit-log';
 import { Caller } from '../kernel/caller';
 import { invalidRequest } from '../kernel/errors';
 import { MailHooks, MailboxSourceHandler } from '../mail/mail-hooks';
@@ -38,6 +39,7 @@ export class MailboxSourceService implements MailboxSourceHandler<SealedSource>,
     private readonly eventLog: EventLog,
     private readonly mailHooks: MailHooks,
     private readonly mailboxes: MailboxService,
+    private readonly audit: AuditLog,
   ) {}
 
   onModuleInit(): void {
@@ -133,6 +135,11 @@ export class MailboxSourceService implements MailboxSourceHandler<SealedSource>,
         previous_state: change.previous,
         last_error: change.lastError,
         changed_at: new Date().toISOString(),
+      });
+      await this.audit.append(manager, {
+        action: 'mailbox_source_changed',
+        actor: { system: `imap:${holder}` },
+        subject: { mailbox_id: mailboxId, state: change.state, previous_state: change.previous },
       });
     });
   }

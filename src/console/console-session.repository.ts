@@ -8,8 +8,8 @@ import { ConsoleSessionEntity } from './console-session.entity';
 export class ConsoleSessionRepository {
   constructor(@InjectRepository(ConsoleSessionEntity) private readonly sessions: Repository<ConsoleSessionEntity>) {}
 
-  async insert(session: Omit<ConsoleSessionEntity, 'createdAt'>): Promise<void> {
-    await this.sessions.insert(session);
+  async insert(session: Omit<ConsoleSessionEntity, 'createdAt'>, manager?: EntityManager): Promise<void> {
+    await (manager?.getRepository(ConsoleSessionEntity) ?? this.sessions).insert(session);
   }
 
   findByHash(secretHash: string): Promise<ConsoleSessionEntity | null> {

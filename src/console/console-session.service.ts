@@ -8,6 +8,7 @@ import { scopeSet } from '../kernel/scopes';
 import { TokenService } from '../auth/token.service';
 import { AppConfig } from '../config/app-config';
 import { EventLog } from '../events/event-log';
+import { AuditLog } from '../audit/audit-log';
 import { ConsoleSessionRepository } from './console-session.repository';
 
 /**
@@ -52,6 +53,7 @@ export class ConsoleSessionService {
     private readonly config: AppConfig,
     private readonly eventLog: EventLog,
     @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly audit: AuditLog,
   ) {}
 
   /** Starts a session for a pasted token that may decide approvals. */
@@ -60,7 +62,7 @@ export class ConsoleSessionService {
     if (!caller) return { ok: false, problem: 'unknown_token' };
     if (!caller.hasScope('approvals:decide')) return { ok: false, problem: 'missing_scope' };
     const limit = Date.now() + SESSION_LIFETIME_MS;
-    return this.start(caller.tokenId, new Date(caller.expiresAt ? Math.min(limit, caller.expiresAt.getTime()) : limit));
+    return this.start(caller, new Date(caller.expiresAt ? Math.min(limit, caller.expiresAt.getTime()) : limit));
   }
 
   /**
@@ -69,12 +71,19 @@ export class ConsoleSessionService {
    */
   async signInAsPrincipal(caller: Caller): Promise<SignInResult> {
     if (!this.withDefaultScopes(caller).hasScope('approvals:decide')) return { ok: false, problem: 'missing_scope' };
-    return this.start(caller.tokenId, new Date(Date.now() + SESSION_LIFETIME_MS));
+    return this.start(caller, new Date(Date.now() + SESSION_LIFETIME_MS));
   }
 
-  private async start(credentialId: string, expiresAt: Date): Promise<SignInResult> {
+  private async start(caller: Caller, expiresAt: Date): Promise<SignInResult> {
     const secret = randomBytes(32).toString('base64url');
-    await this.sessions.insert({ secretHash: hashOf(secret), credentialId, expiresAt });
+    await this.dataSource.transaction(async (manager) => {
+      await this.sessions.insert({ secretHash: hashOf(secret), credentialId: caller.tokenId, expiresAt }, manager);
+      await this.audit.append(manager, {
+        action: 'console_signed_in',
+        actor: caller,
+        subject: { expires_at: expiresAt.toISOString() },
+      });
+    });
     return { ok: true, secret, expiresAt };
   }
 

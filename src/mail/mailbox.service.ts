@@ -4,6 +4,7 @@ import { DataSource, EntityManager } from 'typeorm';
 import { Caller } from '../kernel/caller';
 import { AlcartaError, notFound } from '../kernel/errors';
 import { newId } from '../common/ids';
+import { AuditLog } from '../audit/audit-log';
 import { MailHooks } from './mail-hooks';
 import { MailboxEntity } from './mailbox.entity';
 import { MailboxRepository } from './mailbox.repository';
@@ -15,6 +16,7 @@ export class MailboxService {
     @InjectDataSource() private readonly dataSource: DataSource,
     private readonly mailboxes: MailboxRepository,
     private readonly hooks: MailHooks,
+    private readonly audit: AuditLog,
   ) {}
 
   /**
@@ -36,6 +38,11 @@ export class MailboxService {
     const mailbox = await this.dataSource.transaction(async (manager) => {
       const inserted = await this.mailboxes.insert({ id, address: address.trim().toLowerCase(), name }, manager);
       if (prepared !== undefined) await this.hooks.sources.save(manager, id, prepared);
+      await this.audit.append(manager, {
+        action: 'mailbox_created',
+        actor,
+        subject: { mailbox_id: id, address: inserted.address, connected: prepared !== undefined },
+      });
       return inserted;
     });
     return this.view(mailbox);
@@ -52,6 +59,15 @@ export class MailboxService {
       if (changes.name !== undefined) await this.mailboxes.rename(manager, mailboxId, changes.name);
       if (changes.source === null) await this.hooks.sources.remove(manager, mailboxId);
       if (prepared !== undefined) await this.hooks.sources.save(manager, mailboxId, prepared);
+      await this.audit.append(manager, {
+        action: 'mailbox_updated',
+        actor,
+        subject: {
+          mailbox_id: mailboxId,
+          renamed: changes.name !== undefined,
+          source: changes.source === null ? 'removed' : prepared !== undefined ? 'changed' : 'unchanged',
+        },
+      });
     });
     return this.view(await this.getVisible(actor, mailboxId));
   }

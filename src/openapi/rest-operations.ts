@@ -139,6 +139,37 @@ export const REST_OPERATIONS: Record<string, OperationText> = {
     success: json(201, 'The token and its secret.', 'CreatedToken'),
     errors: { 400: 'The body is invalid.' },
   },
+  Audit_list: {
+    summary: 'Read the audit trail',
+    description:
+      "Entries after the cursor `since` (an entry's `seq`; 0, the default, from the start), at most `limit` " +
+      '(1-1000, default 100), one JSON object a line, oldest first. The `Alcarta-Audit-Cursor` header names the ' +
+      'cursor for the next page. Needs an admin token bound to every mailbox (`*`). The entry format and the ' +
+      'hash chain are described in docs/audit.md.',
+    parameters: [
+      {
+        name: 'since',
+        in: 'query',
+        required: false,
+        schema: { type: 'integer', minimum: 0 },
+        description: 'The cursor.',
+      },
+      {
+        name: 'limit',
+        in: 'query',
+        required: false,
+        schema: { type: 'integer', minimum: 1, maximum: 1000 },
+        description: 'Entries at most.',
+      },
+    ],
+    success: {
+      status: 200,
+      description: 'The entries as NDJSON.',
+      contentType: 'application/x-ndjson',
+      schema: { type: 'string' },
+    },
+    errors: { 400: 'A query parameter is invalid (reason invalid_cursor, invalid_limit).' },
+  },
   Tokens_list: {
     summary: 'List tokens',
     success: json(200, 'The tokens (never their secrets).', 'TokenList'),

@@ -6,6 +6,7 @@ import { conflict, notFound } from '../kernel/errors';
 import { repairText } from '../common/text-safety';
 import { AppConfig } from '../config/app-config';
 import { EventLog } from '../events/event-log';
+import { AuditLog } from '../audit/audit-log';
 import { DeliveryReport } from '../mail/delivery-report';
 import { InboundMessage } from '../mail/inbound-message';
 import { MailHooks } from '../mail/mail-hooks';
@@ -52,6 +53,7 @@ export class OutboxService implements OnModuleInit {
     private readonly mailHooks: MailHooks,
     @InjectDataSource() private readonly dataSource: DataSource,
     private readonly routes: OutboundRoutes,
+    private readonly audit: AuditLog,
   ) {}
 
   onModuleInit(): void {
@@ -204,6 +206,17 @@ export class OutboxService implements OnModuleInit {
       }
       await this.deliveries.update(manager, messageId, changes);
       await this.changed(manager, delivery, changes.status!, now);
+      await this.audit.append(manager, {
+        action: 'message_send_attempted',
+        actor: { system: `outbox:${replicaId}` },
+        subject: {
+          message_id: messageId,
+          mailbox_id: delivery.mailboxId,
+          request_id: delivery.requestId,
+          status: changes.status,
+          reason: changes.reason ?? null,
+        },
+      });
       return changes.status;
     });
   }

@@ -8,6 +8,7 @@ import { TokenEntity } from '../auth/token.entity';
 import { MailboxSourceEntity } from '../connected-mailboxes/mailbox-source.entity';
 import { SourceFolderEntity } from '../connected-mailboxes/source-folder.entity';
 import { SyncHolderEntity } from '../connected-mailboxes/sync-holder.entity';
+import { AuditCheckpointEntity, AuditEntryEntity, AuditHeadEntity } from '../audit/audit.entities';
 import { ConsoleSessionEntity } from '../console/console-session.entity';
 import { EventEntity } from '../events/event.entity';
 import { MailboxEntity } from '../mail/mailbox.entity';
@@ -39,4 +40,7 @@ export const ENTITIES = [
   MailboxSourceEntity,
   SourceFolderEntity,
   SyncHolderEntity,
+  AuditEntryEntity,
+  AuditHeadEntity,
+  AuditCheckpointEntity,
 ];

@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { AppConfig } from '../config/app-config';
 import { invalidRequest } from '../kernel/errors';
@@ -90,6 +90,17 @@ export class SecretBox {
   needsResealing(sealed: string): boolean {
     const { keyId } = parseSealed(sealed);
     return this.#previous !== undefined && keyId === this.#previous.id && keyId !== this.#current?.id;
+  }
+
+  /**
+   * Keys for another use than sealing (`purpose`, e.g. signing audit checkpoints), derived from the
+   * current and the previous key with HKDF-SHA256, so one configured secret serves both without a
+   * derived key revealing anything about the sealing key. Each keeps the id of the key it came from.
+   */
+  derivedKeys(purpose: string): Array<{ id: string; bytes: Buffer }> {
+    return [this.#current, this.#previous].flatMap((key) =>
+      key ? [{ id: key.id, bytes: Buffer.from(hkdfSync('sha256', key.bytes, Buffer.alloc(0), purpose, 32)) }] : [],
+    );
   }
 
   #requireCurrent(): Key {

@@ -1,0 +1,78 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { runCli } from '../support/cli';
+import { createTestDatabase, TestDatabase } from '../support/database';
+import { callOk } from '../support/mcp';
+import { Replica, ReplicaSet } from '../support/replicas';
+import { createMailbox, randomSecret } from '../support/test-server';
+
+const REPLICAS = 4;
+const DECISIONS_PER_REPLICA = 100;
+
+/**
+ * "The chain stays correct when many replicas append at once" (docs/audit.md): server processes on
+ * one database create and decide requests all at the same time, each act appending its entry in its
+ * own transaction; `audit verify` then accepts one gapless chain with every act in it.
+ */
+describe('audit trail across server processes', () => {
+  const secret = randomSecret();
+  let db: TestDatabase;
+  let replicas: ReplicaSet;
+  const running: Replica[] = [];
+  let mailboxId: string;
+
+  before(async () => {
+    db = await createTestDatabase();
+    replicas = new ReplicaSet(db.url, secret, {
+      ALCARTA_SMTP_PORT: 'off',
+      ALCARTA_RATE_LIMIT_PER_SECOND: '0',
+      ALCARTA_LOG_LEVEL: 'warn',
+    });
+    running.push(await replicas.start('A')); // alone first: it runs the migrations
+    for (const name of ['B', 'C', 'D'].slice(0, REPLICAS - 1)) running.push(await replicas.start(name));
+    mailboxId = await createMailbox(running[0].admin, `audit-replicas-${process.pid}@audit.example`);
+  });
+
+  after(async () => {
+    await replicas?.stopAll();
+    await db?.drop();
+  });
+
+  it(`keeps one verifiable chain through ${REPLICAS} × ${DECISIONS_PER_REPLICA} concurrent creations and decisions`, async () => {
+    const perReplica = async (replica: Replica) => {
+      const ids = await Promise.all(
+        Array.from({ length: DECISIONS_PER_REPLICA }, async (_, i) => {
+          const created = await callOk<{ request_id: string }>(replica.client, 'request_approval', {
+            mailbox_id: mailboxId,
+            title: `Payment ${replica.name}-${i}`,
+          });
+          return created.request_id;
+        }),
+      );
+      await Promise.all(
+        ids.map(async (id, i) => {
+          const res = await replica.admin.post(`/v1/requests/${id}/${i % 2 === 0 ? 'approve' : 'reject'}`, {});
+          assert.equal(res.status, 200, JSON.stringify(res.body));
+        }),
+      );
+    };
+    await Promise.all(running.map(perReplica));
+
+    const counts = await db.query<{ action: string; n: string }>(
+      `SELECT action, count(*) AS n FROM audit_log WHERE action LIKE 'request_%' GROUP BY action ORDER BY action`,
+    );
+    const total = REPLICAS * DECISIONS_PER_REPLICA;
+    assert.deepEqual(
+      counts.map((c) => [c.action, Number(c.n)]),
+      [
+        ['request_approved', total / 2],
+        ['request_created', total],
+        ['request_rejected', total / 2],
+      ],
+    );
+    const verified = await runCli(db.url, 'audit', 'verify');
+    assert.equal(verified.code, 0, verified.stdout + verified.stderr);
+    const [{ n }] = await db.query<{ n: string }>(`SELECT count(*) AS n FROM audit_log`);
+    assert.equal(verified.stdout.trim().split(' ')[1], n, 'every entry was checked');
+  });
+});
