@@ -1,7 +1,6 @@
 import { ChildProcess, execFile, spawn } from 'node:child_process';
 import { chownSync, existsSync, readFileSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, readdir, readFile, rm, utimes, writeFile } from 'node:fs/promises';
-import { connect } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -11,6 +10,7 @@ import { testCertificate } from './smtp';
 import { requireSystemPackage } from './system-packages';
 import { recordSecret } from './test-logs';
 import { waitFor } from './wait-for';
+import { listening } from './tcp-listening';
 
 const run = promisify(execFile);
 
@@ -522,16 +522,4 @@ async function distinctFreePorts(count: number): Promise<number[]> {
   const ports = new Set<number>();
   while (ports.size < count) ports.add(await freePort());
   return [...ports];
-}
-
-/** Whether something accepts TCP connections on 127.0.0.1:port. */
-function listening(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect({ host: '127.0.0.1', port });
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
 }

@@ -1,7 +1,6 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { simpleParser } from 'mailparser';
@@ -9,6 +8,7 @@ import { freePort } from '#app/common/net.js';
 import { REPO_ROOT } from './spawned-server';
 import { recordingSecrets, recordSecret } from './test-logs';
 import { waitFor } from './wait-for';
+import { listening } from './tcp-listening';
 
 /** Debian's python3 (the pyenv python3 first on PATH does not see Debian's python3-aiosmtpd). */
 const PYTHON = '/usr/bin/python3';
@@ -21,18 +21,6 @@ export interface ReceivedMail {
   rcptTos: string[];
   /** The message as the relay received it (DATA). */
   raw: Buffer;
-}
-
-/** Whether something accepts TCP connections on 127.0.0.1:port. */
-function listening(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect({ host: '127.0.0.1', port });
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
 }
 
 /**
