@@ -17,6 +17,11 @@ export class ApprovalLinkRepository {
     return this.dataSource.manager.findOne(ApprovalLinkEntity, { where: { tokenHash }, relations: { request: true } });
   }
 
+  /** This link is spent (its approver's approval was recorded; the request waits for more). */
+  async markUsed(tokenHash: string): Promise<void> {
+    await this.dataSource.manager.update(ApprovalLinkEntity, { tokenHash, usedAt: IsNull() }, { usedAt: new Date() });
+  }
+
   /** Every still unused link of the request is spent: one decision per request, whoever made it. */
   async markRequestUsed(requestId: string): Promise<void> {
     await this.dataSource.manager.update(ApprovalLinkEntity, { requestId, usedAt: IsNull() }, { usedAt: new Date() });

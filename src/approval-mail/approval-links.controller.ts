@@ -74,6 +74,15 @@ export class ApprovalLinksController {
       return this.notice(res, 409, 'The request is not what you saw', `${err.message} Nothing was decided.`);
     }
     if (!('ok' in outcome)) return this.refuse(res, outcome);
+    const { state, quorum, approvals } = outcome.request;
+    if (state === 'pending') {
+      return this.notice(
+        res,
+        200,
+        'Approval recorded',
+        `Your approval of “${outcome.request.title}” is recorded: ${approvals.length} of ${quorum} approvals. It is decided when enough approvers have approved. You can close this page.`,
+      );
+    }
     const verb = outcome.request.state === 'approved' ? 'approved' : 'rejected';
     this.notice(res, 200, `Request ${verb}`, `You ${verb} “${outcome.request.title}”. You can close this page.`);
   }
@@ -107,6 +116,20 @@ export class ApprovalLinksController {
           403,
           'You cannot decide this request',
           'This link was mailed to an address of the requester itself (its own email, or a mailbox it reads), so it cannot approve or reject the request. Nothing was decided: another approver must decide it.',
+        );
+      case 'not_an_approver':
+        return this.notice(
+          res,
+          403,
+          'You cannot decide this request',
+          "This mailbox's policy names who may approve or reject its requests, and this link's address is not among them. Nothing was decided.",
+        );
+      case 'already_approved':
+        return this.notice(
+          res,
+          409,
+          'You have already approved',
+          'Your approval is recorded; the request waits for other approvers. Nothing more was decided.',
         );
       case 'decided':
         return this.notice(

@@ -1,6 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { ApprovalRequestEntity } from '../approvals/approval-request.entity';
 import { ApprovalService } from '../approvals/approval.service';
+import { APPROVAL_BY_ADDRESS, mayDecide } from '../approvals/approval-policy';
+import { MailboxPolicyRepository } from '../approvals/mailbox-policy.repository';
 import { SeparationOfDuties } from '../approvals/separation-of-duties';
 import { Caller, OPERATOR } from '../kernel/caller';
 import { CredentialRepository } from '../auth/credential.repository';
@@ -19,7 +21,11 @@ export type LinkRefusal =
   | { kind: 'expired' }
   | { kind: 'decided'; state: string; decidedBy: string | null }
   /** The link's address is the requester's own, or one it reads: it cannot decide (separation of duties). */
-  | { kind: 'self_approval' };
+  | { kind: 'self_approval' }
+  /** The mailbox's policy lists approvers, and the link's address is not among them. */
+  | { kind: 'not_an_approver' }
+  /** This approver has already approved the request, which waits for more approvers. */
+  | { kind: 'already_approved' };
 
 export type LinkLookup = { ok: true; link: ApprovalLinkEntity; request: ApprovalRequestEntity } | LinkRefusal;
 
@@ -41,6 +47,7 @@ export class ApprovalLinksService {
     private readonly mailboxes: MailboxService,
     private readonly credentials: CredentialRepository,
     private readonly separation: SeparationOfDuties,
+    private readonly policies: MailboxPolicyRepository,
   ) {}
 
   /** `look`, plus what the approver needs to recognise the request: the mailbox and who asked. */
@@ -49,6 +56,8 @@ export class ApprovalLinksService {
     if (!('ok' in found)) return found;
     const { link, request } = found;
     if (await this.separation.speaksForRequester(approverCaller(link), request)) return { kind: 'self_approval' };
+    const policy = await this.policies.find(request.mailboxId);
+    if (policy && !mayDecide(policy.policy, approverCaller(link))) return { kind: 'not_an_approver' };
     const [mailbox, names] = await Promise.all([
       this.mailboxes.getVisible(OPERATOR, request.mailboxId),
       this.credentials.namesOf([request.createdBy]),
@@ -89,10 +98,21 @@ export class ApprovalLinksService {
         contentSha256,
         hashRequired: true,
       });
-      await this.links.markRequestUsed(link.requestId);
-      return { ...found, request: { ...found.request, state: decided.state, decidedBy: decided.decided_by ?? null } };
+      // An approval short of the quorum spends this approver's link only: the others still count.
+      if (decided.state === 'pending') await this.links.markUsed(link.tokenHash);
+      else await this.links.markRequestUsed(link.requestId);
+      return {
+        ...found,
+        request: {
+          ...found.request,
+          state: decided.state,
+          decidedBy: decided.decided_by ?? null,
+          approvals: decided.approvals ?? [],
+        },
+      };
     } catch (err) {
-      if (err instanceof AlcartaError && err.reason === 'self_approval') return { kind: 'self_approval' };
+      const refusal = err instanceof AlcartaError ? PERSONAL_REFUSALS[err.reason] : undefined;
+      if (refusal) return { kind: refusal };
       if (!(err instanceof AlcartaError) || err.reason !== 'request_not_pending') throw err;
       await this.links.markRequestUsed(link.requestId);
       const now = await this.look(token);
@@ -101,6 +121,13 @@ export class ApprovalLinksService {
     }
   }
 }
+
+/** Refusals of the approver in person: the link stays as it was and the page says why. */
+const PERSONAL_REFUSALS: Record<string, 'self_approval' | 'not_an_approver' | 'already_approved' | undefined> = {
+  self_approval: 'self_approval',
+  not_an_approver: 'not_an_approver',
+  already_approved: 'already_approved',
+};
 
 /**
  * The approver as ApprovalService sees it: one mailbox, the right to decide, and the address the
@@ -112,7 +139,7 @@ function approverCaller(link: ApprovalLinkEntity): Caller {
     new Set(['approvals:decide']),
     [link.request!.mailboxId],
     {
-      principal: { issuer: 'approval-link', subject: link.email, clientId: null, email: link.email },
+      principal: { issuer: APPROVAL_BY_ADDRESS, subject: link.email, clientId: null, email: link.email },
     },
   );
 }

@@ -3,6 +3,8 @@ import { Injectable, OnModuleInit } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { ApprovalRequestEntity } from '../approvals/approval-request.entity';
 import { ApprovalService } from '../approvals/approval.service';
+import { ApprovalPolicy } from '../approvals/approval-policy';
+import { MailboxPolicyRepository } from '../approvals/mailbox-policy.repository';
 import { OPERATOR } from '../kernel/caller';
 import { CredentialRepository } from '../auth/credential.repository';
 import { randomBase62 } from '../common/ids';
@@ -50,6 +52,7 @@ export class ApprovalMailService implements OnModuleInit {
     private readonly credentials: CredentialRepository,
     private readonly relay: SmtpRelay,
     private readonly eventLog: EventLog,
+    private readonly policies: MailboxPolicyRepository,
   ) {}
 
   onModuleInit(): void {
@@ -57,8 +60,14 @@ export class ApprovalMailService implements OnModuleInit {
     if (this.relay.configured) this.approvals.onCreated((manager, request) => this.queue(manager, request));
   }
 
+  /**
+   * Queues a mail to each approver of the request's mailbox. With a policy that lists approvers,
+   * its `email:` entries are mailed too, and an address of the mailbox's approvers list that the
+   * policy does not name is not: its link could decide nothing.
+   */
   private async queue(manager: EntityManager, request: ApprovalRequestEntity): Promise<void> {
-    const approvers = await this.approvers.list(request.mailboxId, manager);
+    const policy = (await this.policies.find(request.mailboxId, manager))?.policy;
+    const approvers = policyRecipients(await this.approvers.list(request.mailboxId, manager), policy);
     if (approvers.length === 0) return;
     const now = new Date();
     await this.mails.insert(
@@ -123,4 +132,11 @@ export class ApprovalMailService implements OnModuleInit {
     const finished = await this.mails.finishClaim(mail.id, replicaId, changes);
     return { outcome: outcome.kind, status: finished ? changes.status : undefined };
   }
+}
+
+/** Who is mailed a new request: the mailbox's approvers list, as the policy (if any) narrows and widens it. */
+function policyRecipients(listed: readonly string[], policy: ApprovalPolicy | undefined): string[] {
+  if (!policy?.approvers) return [...listed];
+  const named = policy.approvers.filter((a) => a.startsWith('email:')).map((a) => a.slice('email:'.length));
+  return [...new Set([...listed.filter((e) => named.includes(e.toLowerCase())), ...named])];
 }

@@ -1,6 +1,7 @@
 import { Check, Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryColumn } from 'typeorm';
 import { MailboxEntity } from '../mail/mailbox.entity';
 import { MessageEntity } from '../mail/message.entity';
+import type { RecordedApproval } from './approval-policy';
 import type { SanitizedCounts } from './draft-sanitizer';
 
 export type RequestKind = 'send_email' | 'approval';
@@ -28,6 +29,8 @@ export interface EmailDraft {
 @Index('approval_requests_pending_expiry', { synchronize: false })
 /** Decided requests by decision time, for the console's history (partial; owned by the migration). */
 @Index('approval_requests_decided', { synchronize: false })
+/** Pending requests due for escalation, for the escalator (partial; owned by the migration). */
+@Index('approval_requests_escalation_due', { synchronize: false })
 export class ApprovalRequestEntity {
   @PrimaryColumn({ type: 'text' })
   id: string;
@@ -95,6 +98,22 @@ export class ApprovalRequestEntity {
 
   @Column({ type: 'text', nullable: true })
   reason: string | null;
+
+  /** How many distinct approvers must approve: the mailbox policy's quorum when the request was made. */
+  @Column({ type: 'integer', default: 1 })
+  quorum: number;
+
+  /** The approvals so far, oldest first; the one that reaches the quorum is the last. */
+  @Column({ type: 'jsonb', default: () => "'[]'" })
+  approvals: RecordedApproval[];
+
+  /** When nobody deciding by then escalates it (the policy's escalate_after_seconds); null: never. */
+  @Column({ name: 'escalate_at', type: 'timestamptz', nullable: true })
+  escalateAt: Date | null;
+
+  /** When it was escalated; set once, by the one replica that escalated it. */
+  @Column({ name: 'escalated_at', type: 'timestamptz', nullable: true })
+  escalatedAt: Date | null;
 
   @Column({ name: 'sent_message_id', type: 'text', nullable: true })
   sentMessageId: string | null;

@@ -49,6 +49,8 @@ export class ApprovalRequestRepository {
         reason: request.reason,
         decidedContentSha256: request.decidedContentSha256,
         sentMessageId: request.sentMessageId,
+        approvals: request.approvals,
+        escalatedAt: request.escalatedAt,
       },
     );
   }

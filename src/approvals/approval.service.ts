@@ -17,10 +17,23 @@ import { noneRemoved, SanitizedCounts, sanitizeDraftHtml } from './draft-sanitiz
 import { contentOfRequest, contentSha256 } from './request-content';
 import { createdRequestView, requestView } from './request.views';
 import { SeparationOfDuties } from './separation-of-duties';
+import {
+  ApprovalPolicy,
+  judgeRecipients,
+  mayDecide,
+  NO_POLICY,
+  notAnApprover,
+  recipientBlocked,
+  addApproval,
+  escalationTime,
+} from './approval-policy';
+import { MailboxPolicyRepository } from './mailbox-policy.repository';
 
 export const DEFAULT_EXPIRY_SECONDS = 24 * 3600;
 export const MAX_EXPIRY_SECONDS = 7 * 24 * 3600;
 const SWEEP_BATCH = 500;
+/** `decided_by` of a request the mailbox's policy approved by itself (recipients all routine). */
+export const DECIDED_BY_POLICY = 'policy';
 
 export interface NewApproval {
   mailboxId: string;
@@ -93,6 +106,7 @@ export class ApprovalService {
     private readonly eventLog: EventLog,
     private readonly separation: SeparationOfDuties,
     private readonly audit: AuditLog,
+    private readonly policies: MailboxPolicyRepository,
   ) {}
 
   /** Lets another module act on every new request without approvals depending on it. */
@@ -199,7 +213,10 @@ export class ApprovalService {
     const outcome = await this.dataSource.transaction(async (manager) => {
       const request = await this.requests.lockVisible(manager, requestId, caller.mailboxAccess);
       if (!request) throw notFound('request', requestId);
-      if (decision !== 'cancelled') await this.separation.assertNotRequester(manager, caller, request);
+      if (decision !== 'cancelled') {
+        await this.separation.assertNotRequester(manager, caller, request);
+        if (!mayDecide(await this.policyOf(manager, request.mailboxId), caller)) throw notAnApprover();
+      }
       if (request.state === 'pending' && isOverdue(request)) {
         await this.transition(manager, request, 'expired', null, null);
         return { request, applied: false };
@@ -207,6 +224,24 @@ export class ApprovalService {
       if (request.state !== 'pending') return { request, applied: false };
       if (decision !== 'cancelled') {
         assertDecidable(request, decision, basis);
+        const approval = { by: caller.decidedBy, at: new Date().toISOString(), reason };
+        if (decision === 'approved' && addApproval(request, approval) === 'recorded') {
+          await this.requests.update(manager, request);
+          await this.audit.append(manager, {
+            action: 'request_approval_recorded',
+            actor: caller,
+            subject: {
+              request_id: request.id,
+              mailbox_id: request.mailboxId,
+              by: caller.decidedBy,
+              approvals: request.approvals.length,
+              quorum: request.quorum,
+              content_sha256: request.contentSha256,
+              reason,
+            },
+          });
+          return { request, applied: true, delivery: undefined };
+        }
         request.decidedContentSha256 = request.contentSha256;
       }
       const delivery = await this.transition(manager, request, decision, caller.decidedBy, reason);
@@ -284,9 +319,14 @@ export class ApprovalService {
     });
   }
 
+  /**
+   * Makes a request under its mailbox's policy: the policy's default expiry when none is asked,
+   * its quorum and escalation time; a send to a blocked recipient is refused and nothing is made;
+   * a send to routine recipients only (policy `auto_approve`) is approved at once by the policy,
+   * in the same transaction, and nobody is asked.
+   */
   private async create(caller: Caller, input: NewRequest) {
-    const { expiresInSeconds = DEFAULT_EXPIRY_SECONDS } = input;
-    if (expiresInSeconds > MAX_EXPIRY_SECONDS) {
+    if (input.expiresInSeconds !== undefined && input.expiresInSeconds > MAX_EXPIRY_SECONDS) {
       throw invalidRequest(
         'expiry_exceeds_limit',
         `expires_in_seconds may be at most ${MAX_EXPIRY_SECONDS} (7 days).`,
@@ -298,6 +338,11 @@ export class ApprovalService {
     // One clock for both, so expires_at is exactly created_at + expires_in_seconds.
     const now = new Date();
     const request = await this.dataSource.transaction(async (manager) => {
+      const policy = await this.policyOf(manager, input.mailboxId);
+      const verdict = input.email ? judgeRecipients(policy, [...input.email.to, ...input.email.cc]) : undefined;
+      if (verdict && 'blocked' in verdict) throw recipientBlocked(verdict.blocked);
+      const expiresInSeconds = input.expiresInSeconds ?? policy.expiresAfterSeconds ?? DEFAULT_EXPIRY_SECONDS;
+      const expiresAt = new Date(now.getTime() + expiresInSeconds * 1000);
       const created = await this.requests.insert(manager, {
         id: newId('chk'),
         mailboxId: input.mailboxId,
@@ -312,11 +357,15 @@ export class ApprovalService {
         createdBy: caller.tokenId,
         requesterClientId: caller.principal?.clientId ?? null,
         createdAt: now,
-        expiresAt: new Date(now.getTime() + expiresInSeconds * 1000),
+        expiresAt,
         decidedAt: null,
         decidedBy: null,
         reason: null,
         sentMessageId: null,
+        quorum: policy.quorum,
+        approvals: [],
+        escalateAt: escalationTime(policy, now, expiresAt),
+        escalatedAt: null,
       });
       await this.eventLog.appendRequestEvent(manager, input.mailboxId, {
         type: 'request_state_changed',
@@ -325,20 +374,34 @@ export class ApprovalService {
         previous_state: null,
         changed_at: created.createdAt.toISOString(),
       });
-      for (const hook of this.createdHooks) await hook(manager, created);
+      const approvedByPolicy = verdict !== undefined && 'autoApprove' in verdict && verdict.autoApprove;
+      if (approvedByPolicy) {
+        created.decidedContentSha256 = created.contentSha256;
+        await this.transition(manager, created, 'approved', DECIDED_BY_POLICY, null);
+      } else {
+        for (const hook of this.createdHooks) await hook(manager, created);
+      }
+      const subject = { request_id: created.id, mailbox_id: created.mailboxId, content_sha256: created.contentSha256 };
       await this.audit.append(manager, {
         action: 'request_created',
         actor: caller,
-        subject: {
-          request_id: created.id,
-          mailbox_id: created.mailboxId,
-          kind: created.kind,
-          content_sha256: created.contentSha256,
-        },
+        subject: { ...subject, kind: created.kind },
       });
+      if (approvedByPolicy) {
+        await this.audit.append(manager, {
+          action: 'request_approved',
+          actor: caller,
+          subject: { ...subject, decided_by: DECIDED_BY_POLICY, reason: null },
+        });
+      }
       return created;
     });
     return createdRequestView(request);
+  }
+
+  /** The policy of a mailbox as it stands in `manager`'s transaction. */
+  private async policyOf(manager: EntityManager, mailboxId: string): Promise<ApprovalPolicy> {
+    return (await this.policies.find(mailboxId, manager))?.policy ?? NO_POLICY;
   }
 
   /** The one place a request changes state. An approved email is recorded in its mailbox here. */

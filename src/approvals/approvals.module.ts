@@ -5,6 +5,10 @@ import { EventsModule } from '../events/events.module';
 import { MailModule } from '../mail/mail.module';
 import { OutboxModule } from '../outbox/outbox.module';
 import { ApprovalRequestEntity } from './approval-request.entity';
+import { MailboxPolicyController } from './mailbox-policy.controller';
+import { MailboxPolicyEntity } from './mailbox-policy.entity';
+import { MailboxPolicyRepository } from './mailbox-policy.repository';
+import { MailboxPolicyService } from './mailbox-policy.service';
 import { ApprovalRequestRepository } from './approval-request.repository';
 import { ApprovalService } from './approval.service';
 import { ApprovedContentCheck } from './approved-content.check';
@@ -13,15 +17,23 @@ import { RequestsController } from './requests.controller';
 import { SeparationOfDuties } from './separation-of-duties';
 
 @Module({
-  imports: [TypeOrmModule.forFeature([ApprovalRequestEntity]), AuthModule, MailModule, OutboxModule, EventsModule],
-  controllers: [RequestsController],
+  imports: [
+    TypeOrmModule.forFeature([ApprovalRequestEntity, MailboxPolicyEntity]),
+    AuthModule,
+    MailModule,
+    OutboxModule,
+    EventsModule,
+  ],
+  controllers: [RequestsController, MailboxPolicyController],
   providers: [
     ApprovalRequestRepository,
     ApprovalService,
     ApprovedContentCheck,
+    MailboxPolicyRepository,
+    MailboxPolicyService,
     RequestExpirySweeper,
     SeparationOfDuties,
   ],
-  exports: [ApprovalService, RequestExpirySweeper, SeparationOfDuties],
+  exports: [ApprovalService, MailboxPolicyRepository, RequestExpirySweeper, SeparationOfDuties],
 })
 export class ApprovalsModule {}

@@ -23,8 +23,19 @@ export function requestView(r: ApprovalRequestEntity, delivery?: DeliveryView) {
     ...(r.reason !== null && { reason: r.reason }),
     ...(r.sentMessageId !== null && { sent_message_id: r.sentMessageId }),
     expires_at: r.expiresAt.toISOString(),
+    ...quorumView(r),
+    ...(r.escalatedAt !== null && { escalated_at: r.escalatedAt.toISOString() }),
     ...(delivery && { delivery }),
   };
+}
+
+/**
+ * A request made under a quorum above one shows it, and the approvals so far (`approvals:
+ * [{by, at, reason}]`); one that needs a single approval shows neither.
+ */
+function quorumView(r: ApprovalRequestEntity) {
+  if (r.quorum <= 1) return {};
+  return { quorum: r.quorum, approvals: r.approvals.map(({ by, at, reason }) => ({ by, at, reason })) };
 }
 
 /** The answer to `send_email` and `request_approval`; an email's says what sanitizing removed. */
@@ -32,6 +43,7 @@ export function createdRequestView(r: ApprovalRequestEntity) {
   return {
     request_id: r.id,
     state: r.state,
+    ...(r.decidedBy !== null && { decided_by: r.decidedBy }),
     expires_at: r.expiresAt.toISOString(),
     ...(r.sanitized !== null && { sanitized: r.sanitized }),
   };

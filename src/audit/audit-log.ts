@@ -16,10 +16,11 @@ export type AuditAction =
   | 'mailbox_source_changed'
   | 'request_created'
   | 'request_approved'
+  // One approval of a request under quorum that leaves it pending.
+  | 'request_approval_recorded'
   | 'request_rejected'
   | 'request_cancelled'
   | 'message_send_attempted'
-  // Recorded by the policy and escalation features through this same `append`.
   | 'policy_changed'
   | 'request_escalated';
 

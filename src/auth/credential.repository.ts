@@ -14,6 +14,7 @@ interface CredentialRow {
   subject: string | null;
   client_id: string | null;
   email: string | null;
+  groups: string[] | null;
 }
 
 /**
@@ -35,7 +36,7 @@ export class CredentialRepository {
     if (ids.length === 0) return new Map();
     const authenticatedAt = Date.now();
     const rows = await manager.query<CredentialRow[]>(
-      `SELECT id, scopes, mailboxes, expires_at, issuer, subject, client_id, email
+      `SELECT id, scopes, mailboxes, expires_at, issuer, subject, client_id, email, groups
          FROM credentials t WHERE t.id = ANY($1::text[]) AND NOT ${TOKEN_LAPSED_SQL}`,
       [[...new Set(ids)]],
     );
@@ -60,7 +61,13 @@ export class CredentialRepository {
 function toCaller(row: CredentialRow, authenticatedAt: number): Caller {
   const principal =
     row.issuer !== null && row.subject !== null
-      ? { issuer: row.issuer, subject: row.subject, clientId: row.client_id, email: row.email }
+      ? {
+          issuer: row.issuer,
+          subject: row.subject,
+          clientId: row.client_id,
+          email: row.email,
+          groups: row.groups ?? [],
+        }
       : null;
   return new Caller(row.id, scopeSet(row.scopes), row.mailboxes, {
     expiresAt: row.expires_at,

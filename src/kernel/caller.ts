@@ -30,6 +30,8 @@ export interface OAuthPrincipal {
   readonly clientId: string | null;
   /** The `email` claim, when the token carries one. */
   readonly email: string | null;
+  /** The groups claim (ALCARTA_OAUTH_GROUPS_CLAIM); none when unknown. Policies' `group:` approvers match it. */
+  readonly groups?: readonly string[];
 }
 
 /**

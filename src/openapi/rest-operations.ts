@@ -120,8 +120,11 @@ export const REST_OPERATIONS: Record<string, OperationText> = {
     success: json(200, 'The request after the decision.', 'Request'),
     errors: {
       400: 'The body is invalid.',
+      403: 'The caller made the request (self_approval), or the policy does not list it (not_an_approver).',
       404: 'No such request is visible to this token.',
-      409: 'The request is no longer pending (request_not_pending), or its content differs from content_sha256.',
+      409:
+        'The request is no longer pending (request_not_pending), its content differs from content_sha256, or ' +
+        'this approver already approved it (already_approved).',
     },
   },
   Requests_reject: {
@@ -129,6 +132,7 @@ export const REST_OPERATIONS: Record<string, OperationText> = {
     success: json(200, 'The request after the decision.', 'Request'),
     errors: {
       400: 'The body is invalid.',
+      403: 'The caller made the request (self_approval), or the policy does not list it (not_an_approver).',
       404: 'No such request is visible to this token.',
       409: 'The request is no longer pending (request_not_pending), or its content differs from content_sha256.',
     },
@@ -195,6 +199,23 @@ export const REST_OPERATIONS: Record<string, OperationText> = {
     summary: 'Delete a grant',
     success: noContent('Deleted.'),
     errors: { 404: 'No such grant is visible to this token.' },
+  },
+  MailboxPolicy_get: {
+    summary: "Read a mailbox's approval policy",
+    description: 'A mailbox without a policy shows the defaults (anyone may decide, quorum 1) and `updated_at` null.',
+    success: json(200, 'The policy.', 'Policy'),
+    errors: { 404: 'No such mailbox is visible to this token.' },
+  },
+  MailboxPolicy_put: {
+    summary: "Replace a mailbox's approval policy",
+    description:
+      'Approvers, quorum, default expiry, escalation and recipient rules, as a whole: a field left out takes ' +
+      'its default. Applies to decisions from now on; pending requests keep their quorum and escalation time.',
+    success: json(200, 'The policy now.', 'Policy'),
+    errors: {
+      400: 'The body is invalid (invalid_policy names the field).',
+      404: 'No such mailbox is visible to this token.',
+    },
   },
   Approvers_get: {
     summary: "List a mailbox's approvers",

@@ -2,6 +2,7 @@ import { ApprovalLinkEntity } from '../approval-mail/approval-link.entity';
 import { ApprovalMailEntity } from '../approval-mail/approval-mail.entity';
 import { MailboxApproverEntity } from '../approval-mail/mailbox-approver.entity';
 import { ApprovalRequestEntity } from '../approvals/approval-request.entity';
+import { MailboxPolicyEntity } from '../approvals/mailbox-policy.entity';
 import { GrantEntity } from '../auth/grant.entity';
 import { PrincipalEntity } from '../auth/principal.entity';
 import { TokenEntity } from '../auth/token.entity';
@@ -27,6 +28,7 @@ export const ENTITIES = [
   MailboxEntity,
   MessageEntity,
   ApprovalRequestEntity,
+  MailboxPolicyEntity,
   EventEntity,
   PersistedWaitEntity,
   TaskEntity,

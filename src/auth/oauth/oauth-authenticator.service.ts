@@ -60,7 +60,7 @@ export class OAuthAuthenticator {
     const mailboxes = await this.grants.mailboxesFor({ subject: claims.sub, clientId, groups });
     return new Caller(id, scopes, mailboxes, {
       expiresAt: verified.expiresAt,
-      principal: { issuer: oauth.issuer, subject: claims.sub, clientId, email },
+      principal: { issuer: oauth.issuer, subject: claims.sub, clientId, email, groups },
       authenticatedAt,
     });
   }
