@@ -32,6 +32,17 @@ export class ApprovalPolicies1766600000000 implements MigrationInterface {
     await q.query(`
       CREATE INDEX approval_requests_escalation_due ON approval_requests (escalate_at)
         WHERE state = 'pending' AND escalated_at IS NULL AND escalate_at IS NOT NULL`);
+    // Approval mail carries escalations and answers to replies too; a link knows the mail it came in.
+    await q.query(`ALTER TABLE approval_mails ADD COLUMN kind text NOT NULL DEFAULT 'approval'`);
+    await q.query(`ALTER TABLE approval_mails ADD COLUMN note text`);
+    await q.query(`ALTER TABLE approval_mails ADD COLUMN in_reply_to text`);
+    await q.query(
+      `ALTER TABLE approval_mails ADD CONSTRAINT approval_mails_kind_check CHECK (kind IN ('approval', 'escalation', 'reply_answer'))`,
+    );
+    await q.query(`ALTER TABLE approval_links ADD COLUMN message_id text`);
+    await q.query(
+      `CREATE UNIQUE INDEX approval_links_message_id ON approval_links (message_id) WHERE message_id IS NOT NULL`,
+    );
     await q.query(`
       CREATE OR REPLACE VIEW credentials AS
         SELECT id, scopes, mailboxes, expires_at, revoked_at,
@@ -58,6 +69,10 @@ export class ApprovalPolicies1766600000000 implements MigrationInterface {
                issuer, subject, client_id, email,
                COALESCE(NULLIF(email, ''), NULLIF(client_id, ''), subject)
           FROM principals`);
+    await q.query(`DROP INDEX approval_links_message_id`);
+    await q.query(`ALTER TABLE approval_links DROP COLUMN message_id`);
+    for (const column of ['in_reply_to', 'note', 'kind'])
+      await q.query(`ALTER TABLE approval_mails DROP COLUMN ${column}`);
     await q.query(`DROP INDEX approval_requests_escalation_due`);
     for (const column of ['escalated_at', 'escalate_at', 'approvals', 'quorum'])
       await q.query(`ALTER TABLE approval_requests DROP COLUMN ${column}`);

@@ -7,6 +7,7 @@ import { ApprovalRequestEntity } from '../approvals/approval-request.entity';
  */
 @Entity({ name: 'approval_links' })
 @Index('approval_links_request', ['requestId'])
+@Index('approval_links_message_id', ['messageId'], { unique: true, where: 'message_id IS NOT NULL' })
 export class ApprovalLinkEntity {
   @PrimaryColumn({ name: 'token_hash', type: 'character', length: 64 })
   tokenHash: string;
@@ -23,6 +24,10 @@ export class ApprovalLinkEntity {
 
   @Column({ name: 'expires_at', type: 'timestamptz' })
   expiresAt: Date;
+
+  /** The Message-ID of the mail that carried the link: a reply to that mail decides as this link would. */
+  @Column({ name: 'message_id', type: 'text', nullable: true })
+  messageId: string | null;
 
   @Column({ name: 'used_at', type: 'timestamptz', nullable: true })
   usedAt: Date | null;

@@ -5,11 +5,18 @@ import { ApprovalRequestEntity } from '../approvals/approval-request.entity';
 export type ApprovalMailStatus = 'queued' | 'sending' | 'sent' | 'failed' | 'obsolete';
 
 /**
+ * What a mail is: the request put to an approver (`approval`), the same request put to whom its
+ * policy escalates it (`escalation`), or the answer to a reply that decided nothing (`reply_answer`).
+ */
+export type ApprovalMailKind = 'approval' | 'escalation' | 'reply_answer';
+
+/**
  * The delivery job of one approval mail: one approver, one request. Claimed by one replica at a
  * time (`claimed_by` until `lease_expires_at`) and retried with the outbox's backoff.
  */
 @Entity({ name: 'approval_mails' })
 @Check('approval_mails_status_check', `status IN ('queued', 'sending', 'sent', 'failed', 'obsolete')`)
+@Check('approval_mails_kind_check', `kind IN ('approval', 'escalation', 'reply_answer')`)
 @Index('approval_mails_request', ['requestId'])
 /** Partial index for the claim (owned by the migration). */
 @Index('approval_mails_due', { synchronize: false })
@@ -26,6 +33,17 @@ export class ApprovalMailEntity {
 
   @Column({ type: 'text' })
   email: string;
+
+  @Column({ type: 'text', default: 'approval' })
+  kind: ApprovalMailKind;
+
+  /** A reply answer's explanation (why the reply decided nothing); null for other kinds. */
+  @Column({ type: 'text', nullable: true })
+  note: string | null;
+
+  /** A reply answer's `In-Reply-To`: the Message-ID of the reply it answers; null for other kinds. */
+  @Column({ name: 'in_reply_to', type: 'text', nullable: true })
+  inReplyTo: string | null;
 
   @Column({ type: 'text' })
   status: ApprovalMailStatus;

@@ -76,6 +76,9 @@ export class ApprovalMailService implements OnModuleInit {
         id: `apm_${randomBase62(22)}`,
         requestId: request.id,
         email,
+        kind: 'approval',
+        note: null,
+        inReplyTo: null,
         status: 'queued',
         attempts: 0,
         queuedAt: now,
@@ -107,6 +110,7 @@ export class ApprovalMailService implements OnModuleInit {
       requestId: request.id,
       email: mail.email,
       expiresAt: request.expiresAt,
+      messageId: null,
       usedAt: null,
     });
     const url = `${this.config.publicUrl}/console/links/${token}`;
