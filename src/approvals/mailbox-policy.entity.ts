@@ -1,8 +1,9 @@
-import { Column, Entity, JoinColumn, OneToOne, PrimaryColumn } from 'typeorm';
+import { Check, Column, Entity, JoinColumn, OneToOne, PrimaryColumn } from 'typeorm';
 import { MailboxEntity } from '../mail/mailbox.entity';
 
 /** A mailbox's approval policy (docs/policies.md); a mailbox without a row has none. */
 @Entity({ name: 'mailbox_policies' })
+@Check('mailbox_policies_quorum_check', 'quorum BETWEEN 1 AND 20')
 export class MailboxPolicyEntity {
   @PrimaryColumn({ name: 'mailbox_id', type: 'text' })
   mailboxId: string;
