@@ -70,13 +70,14 @@ describe('approval policy', () => {
       refusedField(() => policy({ expires_after_seconds: MAX + 1 })),
       'expires_after_seconds',
     );
+    // Escalation needs both when and to whom: the one missing is named.
     assert.equal(
       refusedField(() => policy({ escalate_after_seconds: 600 })),
-      'escalate_after_seconds',
+      'escalate_to',
     );
     assert.equal(
       refusedField(() => policy({ escalate_to: ['boss@example.com'] })),
-      'escalate_to',
+      'escalate_after_seconds',
     );
     assert.equal(
       refusedField(() => policy({ escalate_after_seconds: 600, escalate_to: ['boss'] })),
