@@ -10,6 +10,7 @@ import { TokenService } from '#app/auth/token.service.js';
 import { AppConfig } from '#app/config/app-config.js';
 import { ConsoleSessionService } from '#app/console/console-session.service.js';
 import { runCliWith } from '../support/cli';
+import { callOk, connectMcp } from '../support/mcp';
 import { createMailbox, createToken, startTestServer, TestServer } from '../support/test-server';
 
 type Entry = {
@@ -134,6 +135,47 @@ describe('audit trail', () => {
     const end = await page(entries.length, 10);
     assert.deepEqual([end.entries, end.cursor], [[], String(entries.length)]);
     assert.equal((await page(-1 as number, 1)).status, 400);
+  });
+
+  it('records a policy change, an agent asking over MCP from its address, and each approval under a quorum', async () => {
+    const mailboxId = await createMailbox(server.admin);
+    const agentToken = await createToken(server.admin, { scopes: ['approvals:read'], mailboxes: [mailboxId] });
+    const [ann, bob] = await Promise.all([
+      createToken(server.admin, { scopes: ['approvals:decide'], mailboxes: [mailboxId] }),
+      createToken(server.admin, { scopes: ['approvals:decide'], mailboxes: [mailboxId] }),
+    ]);
+    const policy = await server.admin.put(`/v1/mailboxes/${mailboxId}/policy`, {
+      approvers: [ann.id, bob.id],
+      quorum: 2,
+    });
+    assert.equal(policy.status, 200, JSON.stringify(policy.body));
+    const agent = await connectMcp(server.url, agentToken.secret);
+    try {
+      const { request_id } = await callOk(agent, 'request_approval', { mailbox_id: mailboxId, title: 'Wire 10k' });
+      const approve = (token: string) =>
+        server.admin.withToken(token).post(`/v1/requests/${request_id}/approve`, { reason: 'checked' });
+      assert.equal((await approve(ann.secret)).status, 200);
+      assert.equal((await approve(bob.secret)).status, 200);
+    } finally {
+      await agent.close();
+    }
+
+    const entries = (await all()).filter((e) => e.subject.mailbox_id === mailboxId);
+    assert.deepEqual(
+      entries.map((e) => e.action),
+      ['mailbox_created', 'policy_changed', 'request_created', 'request_approval_recorded', 'request_approved'],
+    );
+    const [, changed, created, recorded, approved] = entries;
+    assert.deepEqual((changed.subject.policy as Record<string, unknown>).approvers, [ann.id, bob.id]);
+    assert.deepEqual([created.actor, created.client_address], [{ token_id: agentToken.id }, '127.0.0.1']);
+    assert.deepEqual(
+      [recorded.actor, recorded.subject.approvals, recorded.subject.quorum, recorded.subject.reason],
+      [{ token_id: ann.id }, 1, 2, 'checked'],
+    );
+    assert.deepEqual([approved.actor, approved.subject.decided_by], [{ token_id: bob.id }, bob.id]);
+    assert.equal(recorded.subject.content_sha256, approved.subject.content_sha256);
+    const verified = await cli('audit', 'verify');
+    assert.equal(verified.code, 0, verified.stderr);
   });
 
   it('is for admins bound to every mailbox (403 otherwise)', async () => {

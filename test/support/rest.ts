@@ -25,6 +25,10 @@ export class RestClient {
     return this.request('POST', path, body);
   }
 
+  put<T = any>(path: string, body?: unknown): Promise<RestResponse<T>> {
+    return this.request('PUT', path, body);
+  }
+
   patch<T = any>(path: string, body?: unknown): Promise<RestResponse<T>> {
     return this.request('PATCH', path, body);
   }
