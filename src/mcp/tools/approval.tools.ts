@@ -9,7 +9,7 @@ const expiresInSeconds = z
   .min(1)
   .optional()
   .describe(
-    `Seconds until the request expires if nobody decides (default ${DEFAULT_EXPIRY_SECONDS}, at most ${MAX_EXPIRY_SECONDS}).`,
+    `Seconds until the request expires if nobody decides (default: the mailbox policy's expires_after_seconds, else ${DEFAULT_EXPIRY_SECONDS}; at most ${MAX_EXPIRY_SECONDS}).`,
   );
 const requestId = z.string().min(1).describe('Request id (chk_…).');
 
@@ -31,7 +31,9 @@ export class ApprovalTools implements ToolProvider {
           'sanitized before the request is made, and the sanitized draft is what the person sees and what is sent: ' +
           'no scripts, event handlers, styles or forms, and no remote or relative images or other resources ' +
           '(inline data:image/ images are kept). The result\'s "sanitized" counts what was removed; ' +
-          '"content_sha256" identifies the exact content a person approves.',
+          '"content_sha256" identifies the exact content a person approves. Under the mailbox\'s approval policy a ' +
+          'blocked recipient is refused (recipient_blocked), and a send to routine recipients only may come back ' +
+          'already approved (decided_by "policy").',
         input: z
           .object({
             mailbox_id: z.string().min(1).describe('Mailbox to send from (mbx_…).'),
