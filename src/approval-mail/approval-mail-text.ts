@@ -23,6 +23,58 @@ export function approvalMail(
 ): OutboundMessageFields {
   const lines = [
     `An agent of ${mailboxAddress} asks for your decision.`,
+    ...summary(request, requesterName),
+    '',
+    'To approve or reject it, open this link. The page asks you to confirm; opening it decides nothing.',
+    linkUrl,
+    '',
+    'The link is for you alone and works once, until the request expires or someone decides it.',
+  ];
+  return plainMail(mailboxAddress, approver, `Approval needed: ${request.title}`, lines, now);
+}
+
+/** Where an escalation mail leads: a deciding link (`decides`), or the console's page of the request. */
+export interface EscalationLink {
+  url: string;
+  decides: boolean;
+}
+
+/**
+ * The mail to `recipient` when nobody decided `request` by its policy's escalation time: how long
+ * it has waited, the same summary as the approval mail, and a link. The link decides only when the
+ * policy lets this address decide by mail; otherwise it is the request's page in the console.
+ */
+export function escalationMail(
+  request: ApprovalRequestEntity,
+  mailboxAddress: string,
+  requesterName: string | null,
+  recipient: string,
+  link: EscalationLink,
+  now: Date,
+): OutboundMessageFields {
+  // The wait the policy allowed when the request was made (its escalation time), at least a minute.
+  const waited = (request.escalateAt ?? now).getTime() - request.createdAt.getTime();
+  const minutes = Math.max(1, Math.round(waited / 60_000));
+  const lines = [
+    `Nobody decided this request of an agent of ${mailboxAddress} within ${minutes} minute${minutes === 1 ? '' : 's'}.`,
+    `The mailbox's approval policy escalates it to you.`,
+    ...summary(request, requesterName),
+    '',
+    ...(link.decides
+      ? [
+          'To approve or reject it, open this link. The page asks you to confirm; opening it decides nothing.',
+          link.url,
+          '',
+          'The link is for you alone and works once, until the request expires or someone decides it.',
+        ]
+      : ['To see it in the approvers console (approvers decide there), open:', link.url]),
+  ];
+  return plainMail(mailboxAddress, recipient, `Escalated: ${request.title}`, lines, now);
+}
+
+/** The request as both mails show it: title, who asked, details, the draft, its id and expiry. */
+function summary(request: ApprovalRequestEntity, requesterName: string | null): string[] {
+  const lines = [
     '',
     `Request: ${request.title}`,
     `Asked by: ${requesterName === null ? request.createdBy : `${requesterName} (${request.createdBy})`}`,
@@ -44,21 +96,23 @@ export function approvalMail(
     if (draft.html) lines.push('', 'It also has an HTML version: the link shows it as it will be sent.');
     if (removed) lines.push(`Removed from the agent's HTML before the request was made: ${removed}.`);
   }
-  lines.push(
-    '',
-    `Request id: ${request.id}`,
-    `Expires: ${request.expiresAt.toISOString()}`,
-    '',
-    'To approve or reject it, open this link. The page asks you to confirm; opening it decides nothing.',
-    linkUrl,
-    '',
-    'The link is for you alone and works once, until the request expires or someone decides it.',
-  );
+  lines.push('', `Request id: ${request.id}`, `Expires: ${request.expiresAt.toISOString()}`);
+  return lines;
+}
+
+/** A plain-text mail from the request's mailbox to one person. */
+function plainMail(
+  from: string,
+  to: string,
+  subject: string,
+  lines: readonly string[],
+  now: Date,
+): OutboundMessageFields {
   return {
-    from: mailboxAddress,
-    to: [approver],
+    from,
+    to: [to],
     cc: [],
-    subject: oneLine(`Approval needed: ${request.title}`).slice(0, 200),
+    subject: oneLine(subject).slice(0, 200),
     text: lines.join('\n'),
     html: null,
     messageIdHeader: null,

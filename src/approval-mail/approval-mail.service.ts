@@ -13,7 +13,7 @@ import { EventLog } from '../events/event-log';
 import { MailboxService } from '../mail/mailbox.service';
 import { afterTemporaryFailure } from '../outbox/retry-policy';
 import { SmtpRelay } from '../outbox/smtp-relay';
-import { approvalMail } from './approval-mail-text';
+import { approvalMail, escalationMail } from './approval-mail-text';
 import { ApprovalMailEntity } from './approval-mail.entity';
 import { ApprovalMailChanges, ApprovalMailRepository } from './approval-mail.repository';
 import { ApprovalLinkRepository } from './approval-link.repository';
@@ -57,7 +57,9 @@ export class ApprovalMailService implements OnModuleInit {
 
   onModuleInit(): void {
     // Without a relay nothing could be sent: no mail is queued at all.
-    if (this.relay.configured) this.approvals.onCreated((manager, request) => this.queue(manager, request));
+    if (!this.relay.configured) return;
+    this.approvals.onCreated((manager, request) => this.queue(manager, request));
+    this.approvals.onEscalated((manager, request, escalateTo) => this.queueEscalation(manager, request, escalateTo));
   }
 
   /**
@@ -68,15 +70,33 @@ export class ApprovalMailService implements OnModuleInit {
   private async queue(manager: EntityManager, request: ApprovalRequestEntity): Promise<void> {
     const policy = (await this.policies.find(request.mailboxId, manager))?.policy;
     const approvers = policyRecipients(await this.approvers.list(request.mailboxId, manager), policy);
-    if (approvers.length === 0) return;
+    await this.queueMails(manager, request, approvers, 'approval');
+  }
+
+  /** Queues the escalation mail to each address the policy escalates to, in the escalation's transaction. */
+  private queueEscalation(
+    manager: EntityManager,
+    request: ApprovalRequestEntity,
+    escalateTo: readonly string[],
+  ): Promise<void> {
+    return this.queueMails(manager, request, escalateTo, 'escalation');
+  }
+
+  private async queueMails(
+    manager: EntityManager,
+    request: ApprovalRequestEntity,
+    recipients: readonly string[],
+    kind: 'approval' | 'escalation',
+  ): Promise<void> {
+    if (recipients.length === 0) return;
     const now = new Date();
     await this.mails.insert(
       manager,
-      approvers.map((email) => ({
+      recipients.map((email) => ({
         id: `apm_${randomBase62(22)}`,
         requestId: request.id,
         email,
-        kind: 'approval',
+        kind,
         note: null,
         inReplyTo: null,
         status: 'queued',
@@ -104,18 +124,16 @@ export class ApprovalMailService implements OnModuleInit {
       this.mailboxes.getVisible(OPERATOR, request.mailboxId),
       this.credentials.namesOf([request.createdBy]),
     ]);
-    const token = randomBytes(32).toString('base64url');
-    await this.links.insert({
-      tokenHash: linkTokenHash(token),
-      requestId: request.id,
-      email: mail.email,
-      expiresAt: request.expiresAt,
-      messageId: null,
-      usedAt: null,
-    });
-    const url = `${this.config.publicUrl}/console/links/${token}`;
+    const decides = mail.kind !== 'escalation' || (await this.decidesByMail(request, mail.email));
+    const url = decides
+      ? await this.newLink(request, mail.email)
+      : `${this.config.publicUrl}/console/requests/${request.id}`;
+    const askedBy = names.get(request.createdBy) ?? null;
+    const now = new Date();
     const outcome = await this.relay.send(
-      approvalMail(request, mailbox.address, names.get(request.createdBy) ?? null, mail.email, url, new Date()),
+      mail.kind === 'escalation'
+        ? escalationMail(request, mailbox.address, askedBy, mail.email, { url, decides }, now)
+        : approvalMail(request, mailbox.address, askedBy, mail.email, url, now),
       { kind: 'approval_mail', mailboxId: request.mailboxId },
     );
     let changes: ApprovalMailChanges;
@@ -135,6 +153,30 @@ export class ApprovalMailService implements OnModuleInit {
     }
     const finished = await this.mails.finishClaim(mail.id, replicaId, changes);
     return { outcome: outcome.kind, status: finished ? changes.status : undefined };
+  }
+
+  /**
+   * Whether an escalation mail to `email` carries a link that decides: only to an address that is
+   * mailed approval mail (the policy as it stands now); the others get the console's page of the request.
+   */
+  private async decidesByMail(request: ApprovalRequestEntity, email: string): Promise<boolean> {
+    const policy = (await this.policies.find(request.mailboxId))?.policy;
+    const recipients = policyRecipients(await this.approvers.list(request.mailboxId), policy);
+    return recipients.some((r) => r.toLowerCase() === email.toLowerCase());
+  }
+
+  /** A fresh link for `email` to decide `request`: only the token's hash is stored. */
+  private async newLink(request: ApprovalRequestEntity, email: string): Promise<string> {
+    const token = randomBytes(32).toString('base64url');
+    await this.links.insert({
+      tokenHash: linkTokenHash(token),
+      requestId: request.id,
+      email,
+      expiresAt: request.expiresAt,
+      messageId: null,
+      usedAt: null,
+    });
+    return `${this.config.publicUrl}/console/links/${token}`;
   }
 }
 

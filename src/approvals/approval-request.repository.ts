@@ -93,6 +93,23 @@ export class ApprovalRequestRepository {
       .setOnLocked('skip_locked')
       .getMany();
   }
+
+  /**
+   * Pending requests whose escalation time came and that are not escalated yet, locked, skipping
+   * rows another replica holds (as lockOverdue). Expired ones are left to expiry: only a request
+   * still waiting for a decision escalates. The condition is the partial index's.
+   */
+  lockEscalationDue(manager: EntityManager, limit: number): Promise<ApprovalRequestEntity[]> {
+    return manager
+      .createQueryBuilder(ApprovalRequestEntity, 'r')
+      .where(`r.state = 'pending' AND r.escalated_at IS NULL AND r.escalate_at IS NOT NULL`)
+      .andWhere('r.escalate_at <= now() AND r.expires_at > now()')
+      .orderBy('r.escalate_at', 'ASC')
+      .limit(limit)
+      .setLock('pessimistic_write')
+      .setOnLocked('skip_locked')
+      .getMany();
+  }
 }
 
 function visible(

@@ -88,6 +88,19 @@ export type RequestFilter = Omit<RequestListFilter, 'access'>;
 export type RequestCreatedHook = (manager: EntityManager, request: ApprovalRequestEntity) => Promise<void>;
 
 /**
+ * Runs inside the transaction that escalates a request, with the addresses the mailbox's policy
+ * escalates to as it stands then: approval by email queues the escalation mails here.
+ */
+export type RequestEscalatedHook = (
+  manager: EntityManager,
+  request: ApprovalRequestEntity,
+  escalateTo: readonly string[],
+) => Promise<void>;
+
+/** Who escalates a request in the audit trail: the server's own deadline sweep, no caller. */
+const ESCALATION_ACTOR = { system: 'escalation' } as const;
+
+/**
  * The life of an approval request: pending → approved | rejected | expired | cancelled. Every
  * transition happens under the request's row lock, appends its event and rings the doorbell in the
  * same transaction. A request past its expiry is expired by whoever touches it first (a reader, a
@@ -96,6 +109,7 @@ export type RequestCreatedHook = (manager: EntityManager, request: ApprovalReque
 @Injectable()
 export class ApprovalService {
   private readonly createdHooks: RequestCreatedHook[] = [];
+  private readonly escalatedHooks: RequestEscalatedHook[] = [];
 
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
@@ -112,6 +126,11 @@ export class ApprovalService {
   /** Lets another module act on every new request without approvals depending on it. */
   onCreated(hook: RequestCreatedHook): void {
     this.createdHooks.push(hook);
+  }
+
+  /** As onCreated, for every escalation (the escalation mails). */
+  onEscalated(hook: RequestEscalatedHook): void {
+    this.escalatedHooks.push(hook);
   }
 
   async requestApproval(caller: Caller, input: NewApproval) {
@@ -275,6 +294,43 @@ export class ApprovalService {
       const overdue = await this.requests.lockOverdue(manager, SWEEP_BATCH);
       for (const request of overdue) await this.transition(manager, request, 'expired', null, null);
       return overdue.length;
+    });
+  }
+
+  /**
+   * Escalates every pending request whose escalation time came with no decision; returns how many.
+   * Each is escalated once: `escalated_at` is set under the row lock (SKIP LOCKED, so replicas
+   * sweeping at once share the work) in the transaction that records the event, runs the hooks and
+   * appends the audit entry, so a crash anywhere before the commit leaves it to the next sweep.
+   * Whom to tell is the mailbox's policy as it stands now, not as it stood at request time.
+   */
+  async escalateDue(): Promise<number> {
+    return this.dataSource.transaction(async (manager) => {
+      const due = await this.requests.lockEscalationDue(manager, SWEEP_BATCH);
+      const escalated: Array<{ request: ApprovalRequestEntity; escalateTo: readonly string[] }> = [];
+      for (const request of due) {
+        const escalateTo = (await this.policyOf(manager, request.mailboxId)).escalateTo;
+        request.escalatedAt = new Date();
+        await this.requests.update(manager, request);
+        await this.eventLog.appendEscalationEvent(manager, {
+          type: 'request_escalated',
+          request_id: request.id,
+          mailbox_id: request.mailboxId,
+          escalated_at: request.escalatedAt.toISOString(),
+          escalate_to: [...escalateTo],
+        });
+        for (const hook of this.escalatedHooks) await hook(manager, request, escalateTo);
+        escalated.push({ request, escalateTo });
+      }
+      // The audit head's lock last, after every row lock of the batch.
+      for (const { request, escalateTo } of escalated) {
+        await this.audit.append(manager, {
+          action: 'request_escalated',
+          actor: ESCALATION_ACTOR,
+          subject: { request_id: request.id, mailbox_id: request.mailboxId, escalate_to: [...escalateTo] },
+        });
+      }
+      return escalated.length;
     });
   }
 

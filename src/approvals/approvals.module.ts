@@ -12,7 +12,7 @@ import { MailboxPolicyService } from './mailbox-policy.service';
 import { ApprovalRequestRepository } from './approval-request.repository';
 import { ApprovalService } from './approval.service';
 import { ApprovedContentCheck } from './approved-content.check';
-import { RequestExpirySweeper } from './request-expiry.sweeper';
+import { RequestDeadlines } from './request-deadlines';
 import { RequestsController } from './requests.controller';
 import { SeparationOfDuties } from './separation-of-duties';
 
@@ -31,9 +31,9 @@ import { SeparationOfDuties } from './separation-of-duties';
     ApprovedContentCheck,
     MailboxPolicyRepository,
     MailboxPolicyService,
-    RequestExpirySweeper,
+    RequestDeadlines,
     SeparationOfDuties,
   ],
-  exports: [ApprovalService, MailboxPolicyRepository, RequestExpirySweeper, SeparationOfDuties],
+  exports: [ApprovalService, MailboxPolicyRepository, RequestDeadlines, SeparationOfDuties],
 })
 export class ApprovalsModule {}

@@ -90,7 +90,7 @@ export class Environment {
   @Max(1000)
   ALCARTA_DB_POOL_SIZE: number = 10;
 
-  /** How often overdue pending approval requests are moved to `expired`. */
+  /** How often overdue pending approval requests are moved to `expired`, and due ones escalated. */
   @Type(() => Number)
   @IsInt()
   @Min(1)

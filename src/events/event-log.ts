@@ -44,6 +44,15 @@ export interface RequestEventPayload {
   changed_at: string;
 }
 
+/** A pending request that nobody decided by its policy's escalation time (docs/policies.md). */
+export interface EscalationEventPayload {
+  type: 'request_escalated';
+  request_id: string;
+  mailbox_id: string;
+  escalated_at: string;
+  escalate_to: string[];
+}
+
 /**
  * The append-only event log. Callers append inside the transaction that makes the change, so an
  * event exists exactly when its change committed, and the doorbell rings on the same commit.
@@ -94,6 +103,20 @@ export class EventLog {
         encodeDoorbell({ kind: 'request', mailboxId: payload.mailbox_id, requestId: payload.request_id }),
       );
     }
+  }
+
+  /**
+   * Rings nothing: an escalation changes no state, and request waits wake only when the state (or
+   * its delivery) changes; waits and the decision feed read `request_state_changed` events only.
+   */
+  async appendEscalationEvent(manager: EntityManager, payload: EscalationEventPayload): Promise<void> {
+    await this.insert(manager, {
+      type: payload.type,
+      mailboxId: payload.mailbox_id,
+      messageId: null,
+      requestId: payload.request_id,
+      payload: { ...payload },
+    });
   }
 
   /** Rings nothing: no wait waits for a source's state. */

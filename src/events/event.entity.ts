@@ -1,7 +1,12 @@
 import { Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryGeneratedColumn } from 'typeorm';
 
 export type EventType =
-  'message_received' | 'message_sent' | 'request_state_changed' | 'message_delivery_changed' | 'mailbox_source_changed';
+  | 'message_received'
+  | 'message_sent'
+  | 'request_state_changed'
+  | 'request_escalated'
+  | 'message_delivery_changed'
+  | 'mailbox_source_changed';
 
 /**
  * The event log. Its foreign keys name the tables they point at (mailboxes, messages,
