@@ -7,10 +7,16 @@ function oneLine(text: string): string {
   return text.replace(/[\r\n\t]+/g, ' ').trim();
 }
 
+/** The subject of a request's approval mail (and, after "Re: ", of the answers to replies to it). */
+function approvalSubject(request: ApprovalRequestEntity): string {
+  return oneLine(`Approval needed: ${request.title}`).slice(0, 200);
+}
+
 /**
  * The mail that asks `approver` to decide `request`, from the request's mailbox: a plain-text
- * summary and the one link to the confirmation page, where the approver approves or rejects.
- * Plain text only: nothing in it can load or run anything in the approver's mail client.
+ * summary and the one link to the confirmation page, where the approver approves or rejects, or a
+ * reply starting with "approve" or "reject" (its `messageId`, Alcarta's own, is how a reply is
+ * recognised). Plain text only: nothing in it can load or run anything in the approver's mail client.
  * `requesterName` names the credential that asked (null when it has no name any more).
  */
 export function approvalMail(
@@ -19,6 +25,7 @@ export function approvalMail(
   requesterName: string | null,
   approver: string,
   linkUrl: string,
+  messageId: string,
   now: Date,
 ): OutboundMessageFields {
   const lines = [
@@ -53,17 +60,58 @@ export function approvalMail(
     linkUrl,
     '',
     'The link is for you alone and works once, until the request expires or someone decides it.',
+    '',
+    'Or reply to this mail with "approve" or "reject" as the first word; the rest of your reply is the',
+    'reason. A reply counts only from this address, and only when your mail provider signs it (DKIM or SPF).',
   );
   return {
     from: mailboxAddress,
     to: [approver],
     cc: [],
-    subject: oneLine(`Approval needed: ${request.title}`).slice(0, 200),
+    subject: approvalSubject(request),
     text: lines.join('\n'),
     html: null,
-    messageIdHeader: null,
+    messageIdHeader: messageId,
     inReplyTo: null,
     references: [],
     receivedAt: now,
+  };
+}
+
+/**
+ * The answer to a reply that decided nothing (`note` says why), from the request's mailbox to the
+ * reply's sender, in the reply's thread, with the same Message-ID on every attempt. Marked `Auto-Submitted: auto-replied` (RFC 3834), so that
+ * well-behaved responders do not answer it, and Alcarta never answers such mail either.
+ */
+export function replyAnswerMail(
+  request: ApprovalRequestEntity,
+  mailboxAddress: string,
+  to: string,
+  note: string,
+  inReplyTo: string | null,
+  messageId: string,
+  now: Date,
+): OutboundMessageFields {
+  const lines = [
+    note,
+    '',
+    `Request: ${request.title}`,
+    `Request id: ${request.id}`,
+    `State: ${request.state}`,
+    '',
+    'This answer was sent automatically.',
+  ];
+  return {
+    from: mailboxAddress,
+    to: [to],
+    cc: [],
+    subject: `Re: ${approvalSubject(request)}`,
+    text: lines.join('\n'),
+    html: null,
+    messageIdHeader: messageId,
+    inReplyTo,
+    references: inReplyTo ? [inReplyTo] : [],
+    receivedAt: now,
+    autoSubmitted: 'auto-replied',
   };
 }

@@ -11,9 +11,10 @@ import { randomBase62 } from '../common/ids';
 import { AppConfig } from '../config/app-config';
 import { EventLog } from '../events/event-log';
 import { MailboxService } from '../mail/mailbox.service';
+import { domainOf, OutboundMessageFields } from '../outbox/outbound-mail';
 import { afterTemporaryFailure } from '../outbox/retry-policy';
 import { SmtpRelay } from '../outbox/smtp-relay';
-import { approvalMail } from './approval-mail-text';
+import { approvalMail, replyAnswerMail } from './approval-mail-text';
 import { ApprovalMailEntity } from './approval-mail.entity';
 import { ApprovalMailChanges, ApprovalMailRepository } from './approval-mail.repository';
 import { ApprovalLinkRepository } from './approval-link.repository';
@@ -93,31 +94,19 @@ export class ApprovalMailService implements OnModuleInit {
     await this.eventLog.ringDoorbell(manager, { kind: 'outbox', mailboxId: request.mailboxId });
   }
 
-  /** One delivery attempt of a mail `replicaId` claimed; records its outcome while the claim holds. */
+  /**
+   * One delivery attempt of a mail `replicaId` claimed; records its outcome while the claim holds.
+   * An approval (or escalation) mail of a request that no longer waits is not sent; an answer to a
+   * reply is sent whatever the request's state, which is often what it explains.
+   */
   async send(replicaId: string, mail: ApprovalMailEntity): Promise<ApprovalMailAttempt> {
     const request = mail.request!;
-    if (request.state !== 'pending' || request.expiresAt.getTime() <= Date.now()) {
+    if (mail.kind !== 'reply_answer' && (request.state !== 'pending' || request.expiresAt.getTime() <= Date.now())) {
       const finished = await this.mails.finishClaim(mail.id, replicaId, { status: 'obsolete' });
       return { outcome: 'obsolete', status: finished ? 'obsolete' : undefined };
     }
-    const [mailbox, names] = await Promise.all([
-      this.mailboxes.getVisible(OPERATOR, request.mailboxId),
-      this.credentials.namesOf([request.createdBy]),
-    ]);
-    const token = randomBytes(32).toString('base64url');
-    await this.links.insert({
-      tokenHash: linkTokenHash(token),
-      requestId: request.id,
-      email: mail.email,
-      expiresAt: request.expiresAt,
-      messageId: null,
-      usedAt: null,
-    });
-    const url = `${this.config.publicUrl}/console/links/${token}`;
-    const outcome = await this.relay.send(
-      approvalMail(request, mailbox.address, names.get(request.createdBy) ?? null, mail.email, url, new Date()),
-      { kind: 'approval_mail', mailboxId: request.mailboxId },
-    );
+    const message = mail.kind === 'reply_answer' ? await this.answerOf(mail) : await this.approvalOf(mail);
+    const outcome = await this.relay.send(message, { kind: 'approval_mail', mailboxId: request.mailboxId });
     let changes: ApprovalMailChanges;
     if (outcome.kind === 'sent') {
       changes = { status: 'sent', error: null };
@@ -135,6 +124,48 @@ export class ApprovalMailService implements OnModuleInit {
     }
     const finished = await this.mails.finishClaim(mail.id, replicaId, changes);
     return { outcome: outcome.kind, status: finished ? changes.status : undefined };
+  }
+
+  /**
+   * The approval mail for this attempt, with a fresh link and a fresh Message-ID of Alcarta's own
+   * (random, at the mailbox's domain), both stored on the link: a reply naming that Message-ID
+   * decides as the link would (ApprovalReplyService).
+   */
+  private async approvalOf(mail: ApprovalMailEntity): Promise<OutboundMessageFields> {
+    const request = mail.request!;
+    const [mailbox, names] = await Promise.all([
+      this.mailboxes.getVisible(OPERATOR, request.mailboxId),
+      this.credentials.namesOf([request.createdBy]),
+    ]);
+    const token = randomBytes(32).toString('base64url');
+    const messageId = `<${randomBase62(24)}@${domainOf(mailbox.address)}>`;
+    await this.links.insert({
+      tokenHash: linkTokenHash(token),
+      requestId: request.id,
+      email: mail.email,
+      expiresAt: request.expiresAt,
+      messageId,
+      usedAt: null,
+    });
+    const url = `${this.config.publicUrl}/console/links/${token}`;
+    const asker = names.get(request.createdBy) ?? null;
+    return approvalMail(request, mailbox.address, asker, mail.email, url, messageId, new Date());
+  }
+
+  /** The answer to a reply that decided nothing: its note, in the reply's thread. */
+  private async answerOf(mail: ApprovalMailEntity): Promise<OutboundMessageFields> {
+    const request = mail.request!;
+    const mailbox = await this.mailboxes.getVisible(OPERATOR, request.mailboxId);
+    const messageId = `<${mail.id}@${domainOf(mailbox.address)}>`;
+    return replyAnswerMail(
+      request,
+      mailbox.address,
+      mail.email,
+      mail.note ?? '',
+      mail.inReplyTo,
+      messageId,
+      new Date(),
+    );
   }
 }
 

@@ -2,8 +2,7 @@ import EmailReplyParser from 'email-reply-parser';
 
 /** What an approver's reply says: a decision with its reason, or nothing clear. */
 export type ReplyDecision =
-  | { decision: 'approved' | 'rejected'; reason: string | null }
-  | { decision: null; firstWord: string | null };
+  { decision: 'approved' | 'rejected'; reason: string | null } | { decision: null; firstWord: string | null };
 
 /**
  * Only the start of a reply is read: the decision is its first line, and the quoted approval mail
@@ -42,8 +41,6 @@ export function parseReplyDecision(text: string): ReplyDecision {
   const word = match?.[1] ?? null;
   const decision = word === null ? undefined : WORDS[word.toLowerCase()];
   if (!decision) return { decision: null, firstWord: word };
-  const rest = [line.slice(match![0].length).replace(/^[\s\p{P}]+/u, ''), ...lines.slice(first + 1)]
-    .join('\n')
-    .trim();
+  const rest = [line.slice(match![0].length).replace(/^[\s\p{P}]+/u, ''), ...lines.slice(first + 1)].join('\n').trim();
   return { decision, reason: rest.length > 0 ? rest.slice(0, REASON_MAX_CHARS) : null };
 }

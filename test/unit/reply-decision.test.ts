@@ -6,10 +6,13 @@ const APPROVAL_MAIL = ['An agent of releases@example.com asks for your decision.
 
 describe('parseReplyDecision: the first word of a reply to an approval mail', () => {
   it('the first word decides; the lines after it are the reason; "> " quotes are not read', () => {
-    assert.deepEqual(parseReplyDecision(['Approve', '', 'Looks fine', '', ...APPROVAL_MAIL.map((l) => `> ${l}`)].join('\n')), {
-      decision: 'approved',
-      reason: 'Looks fine',
-    });
+    assert.deepEqual(
+      parseReplyDecision(['Approve', '', 'Looks fine', '', ...APPROVAL_MAIL.map((l) => `> ${l}`)].join('\n')),
+      {
+        decision: 'approved',
+        reason: 'Looks fine',
+      },
+    );
   });
 
   it('any case, with punctuation, "approved"/"rejected", and a reason on the same line', () => {
