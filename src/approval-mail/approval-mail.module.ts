@@ -20,8 +20,8 @@ import { MailboxApproverRepository } from './mailbox-approver.repository';
 
 /**
  * Approval by email (docs/approvers.md): mailbox approvers, the mails to them, the pages their links open
- * and the replies that decide
- * (under /console, so the console's middleware gives them its headers and parses their forms).
+ * (under /console, so the console's middleware gives them its headers and parses their forms), and the
+ * replies to the mails that decide as the links would.
  */
 @Module({
   imports: [ApprovalsModule, AuthModule, MailModule, OutboxModule, EventsModule, ConsoleModule],
