@@ -216,8 +216,10 @@ describe('deciding by reply', { skip: requireSystemPackage('python3-aiosmtpd') }
 
     // The approver's own signed reply still decides: "reject" and its reason.
     await reply(alice, mail, '\n  reject. Not before the freeze ends\n-- \nAlice', { signed: true });
-    await waitFor('the rejection', async () =>
-      (await requestState(requestId)).state === 'rejected' ? true : undefined,
+    await waitFor(
+      'the rejection',
+      async () => ((await requestState(requestId)).state === 'rejected' ? true : undefined),
+      { timeoutMs: 20_000 },
     );
     const rejected = await requestState(requestId);
     assert.equal(rejected.decided_by, alice);
