@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { ApprovalRequestEntity } from '../approvals/approval-request.entity';
-import { ApprovalService } from '../approvals/approval.service';
+import { ApprovalService, DecisionBasis } from '../approvals/approval.service';
 import { APPROVAL_BY_ADDRESS, mayDecide } from '../approvals/approval-policy';
 import { MailboxPolicyRepository } from '../approvals/mailbox-policy.repository';
 import { SeparationOfDuties } from '../approvals/separation-of-duties';
@@ -69,13 +69,17 @@ export class ApprovalLinksService {
 
   /** What the link's page shows: the request to confirm, or why the link no longer works. */
   async look(token: string): Promise<LinkLookup> {
-    const link = await this.links.findWithRequest(linkTokenHash(token));
-    if (!link?.request) return { kind: 'unknown' };
-    const request = link.request;
-    if (request.state === 'expired' || link.expiresAt.getTime() <= Date.now()) return { kind: 'expired' };
-    if (link.usedAt) return { kind: 'used', state: request.state, decidedBy: request.decidedBy };
-    if (request.state !== 'pending') return { kind: 'decided', state: request.state, decidedBy: request.decidedBy };
-    return { ok: true, link, request };
+    return lookAt(await this.links.findWithRequest(linkTokenHash(token)));
+  }
+
+  /**
+   * decide() for a reply to the link's mail (ApprovalReplyService): the same checks and the same
+   * decision as the link's page, of the request as it stands (its content never changes once made,
+   * so it is what the mail showed). Other refusals of ApprovalService (`content_changed`) come back
+   * as errors, for the caller to explain.
+   */
+  async decideByReply(link: ApprovalLinkEntity, decision: LinkDecision, reason: string | null): Promise<LinkLookup> {
+    return this.decideLink(lookAt(link), decision, reason, {});
   }
 
   /**
@@ -90,14 +94,19 @@ export class ApprovalLinksService {
     reason: string | null,
     contentSha256: string | undefined,
   ): Promise<LinkLookup> {
-    const found = await this.look(token);
+    return this.decideLink(await this.look(token), decision, reason, { contentSha256, hashRequired: true });
+  }
+
+  private async decideLink(
+    found: LinkLookup,
+    decision: LinkDecision,
+    reason: string | null,
+    basis: DecisionBasis,
+  ): Promise<LinkLookup> {
     if (!('ok' in found)) return found;
     const { link } = found;
     try {
-      const decided = await this.approvals.decide(approverCaller(link), link.requestId, decision, reason, {
-        contentSha256,
-        hashRequired: true,
-      });
+      const decided = await this.approvals.decide(approverCaller(link), link.requestId, decision, reason, basis);
       // An approval short of the quorum spends this approver's link only: the others still count.
       if (decided.state === 'pending') await this.links.markUsed(link.tokenHash);
       else await this.links.markRequestUsed(link.requestId);
@@ -115,11 +124,21 @@ export class ApprovalLinksService {
       if (refusal) return { kind: refusal };
       if (!(err instanceof AlcartaError) || err.reason !== 'request_not_pending') throw err;
       await this.links.markRequestUsed(link.requestId);
-      const now = await this.look(token);
-      // The request was not pending: `look` now names why (it cannot answer ok).
+      const now = lookAt(await this.links.findWithRequest(link.tokenHash));
+      // The request was not pending: `lookAt` now names why (it cannot answer ok).
       return 'ok' in now ? { kind: 'used', state: now.request.state, decidedBy: now.request.decidedBy } : now;
     }
   }
+}
+
+/** What a link (with its request) can still do: decide, or why not. */
+function lookAt(link: ApprovalLinkEntity | null): LinkLookup {
+  if (!link?.request) return { kind: 'unknown' };
+  const request = link.request;
+  if (request.state === 'expired' || link.expiresAt.getTime() <= Date.now()) return { kind: 'expired' };
+  if (link.usedAt) return { kind: 'used', state: request.state, decidedBy: request.decidedBy };
+  if (request.state !== 'pending') return { kind: 'decided', state: request.state, decidedBy: request.decidedBy };
+  return { ok: true, link, request };
 }
 
 /** Refusals of the approver in person: the link stays as it was and the page says why. */

@@ -7,10 +7,29 @@ function oneLine(text: string): string {
   return text.replace(/[\r\n\t]+/g, ' ').trim();
 }
 
+/** The subject of a request's approval mail (and, after "Re: ", of the answers to replies to it). */
+function approvalSubject(request: ApprovalRequestEntity): string {
+  return oneLine(`Approval needed: ${request.title}`).slice(0, 200);
+}
+
+/** How to decide with a deciding link or by replying: the same words in approval and escalation mail. */
+function howToDecide(linkUrl: string): string[] {
+  return [
+    'To approve or reject it, open this link. The page asks you to confirm; opening it decides nothing.',
+    linkUrl,
+    '',
+    'The link is for you alone and works once, until the request expires or someone decides it.',
+    '',
+    'Or reply to this mail with "approve" or "reject" as the first word; the rest of your reply is the',
+    'reason. A reply counts only from this address, and only when your mail provider signs it (DKIM or SPF).',
+  ];
+}
+
 /**
  * The mail that asks `approver` to decide `request`, from the request's mailbox: a plain-text
- * summary and the one link to the confirmation page, where the approver approves or rejects.
- * Plain text only: nothing in it can load or run anything in the approver's mail client.
+ * summary and the one link to the confirmation page, where the approver approves or rejects, or a
+ * reply starting with "approve" or "reject" (its `messageId`, Alcarta's own, is how a reply is
+ * recognised). Plain text only: nothing in it can load or run anything in the approver's mail client.
  * `requesterName` names the credential that asked (null when it has no name any more).
  */
 export function approvalMail(
@@ -19,25 +38,23 @@ export function approvalMail(
   requesterName: string | null,
   approver: string,
   linkUrl: string,
+  messageId: string,
   now: Date,
 ): OutboundMessageFields {
   const lines = [
     `An agent of ${mailboxAddress} asks for your decision.`,
     ...summary(request, requesterName),
     '',
-    'To approve or reject it, open this link. The page asks you to confirm; opening it decides nothing.',
-    linkUrl,
-    '',
-    'The link is for you alone and works once, until the request expires or someone decides it.',
+    ...howToDecide(linkUrl),
   ];
-  return plainMail(mailboxAddress, approver, `Approval needed: ${request.title}`, lines, now);
+  return { ...plainMail(mailboxAddress, approver, approvalSubject(request), lines, now), messageIdHeader: messageId };
 }
 
-/** Where an escalation mail leads: a deciding link (`decides`), or the console's page of the request. */
-export interface EscalationLink {
-  url: string;
-  decides: boolean;
-}
+/**
+ * Where an escalation mail leads: a deciding link (`decides`, with the Message-ID of the mail a
+ * reply answers), or the console's page of the request.
+ */
+export type EscalationLink = { url: string; decides: true; messageId: string } | { url: string; decides: false };
 
 /**
  * The mail to `recipient` when nobody decided `request` by its policy's escalation time: how long
@@ -61,15 +78,11 @@ export function escalationMail(
     ...summary(request, requesterName),
     '',
     ...(link.decides
-      ? [
-          'To approve or reject it, open this link. The page asks you to confirm; opening it decides nothing.',
-          link.url,
-          '',
-          'The link is for you alone and works once, until the request expires or someone decides it.',
-        ]
+      ? howToDecide(link.url)
       : ['To see it in the approvers console (approvers decide there), open:', link.url]),
   ];
-  return plainMail(mailboxAddress, recipient, `Escalated: ${request.title}`, lines, now);
+  const mail = plainMail(mailboxAddress, recipient, `Escalated: ${request.title}`, lines, now);
+  return link.decides ? { ...mail, messageIdHeader: link.messageId } : mail;
 }
 
 /** The request as both mails show it: title, who asked, details, the draft, its id and expiry. */
@@ -119,5 +132,43 @@ function plainMail(
     inReplyTo: null,
     references: [],
     receivedAt: now,
+  };
+}
+
+/**
+ * The answer to a reply that decided nothing (`note` says why), from the request's mailbox to the
+ * reply's sender, in the reply's thread, with the same Message-ID on every attempt. Marked `Auto-Submitted: auto-replied` (RFC 3834), so that
+ * well-behaved responders do not answer it, and Alcarta never answers such mail either.
+ */
+export function replyAnswerMail(
+  request: ApprovalRequestEntity,
+  mailboxAddress: string,
+  to: string,
+  note: string,
+  inReplyTo: string | null,
+  messageId: string,
+  now: Date,
+): OutboundMessageFields {
+  const lines = [
+    note,
+    '',
+    `Request: ${request.title}`,
+    `Request id: ${request.id}`,
+    `State: ${request.state}`,
+    '',
+    'This answer was sent automatically.',
+  ];
+  return {
+    from: mailboxAddress,
+    to: [to],
+    cc: [],
+    subject: `Re: ${approvalSubject(request)}`,
+    text: lines.join('\n'),
+    html: null,
+    messageIdHeader: messageId,
+    inReplyTo,
+    references: inReplyTo ? [inReplyTo] : [],
+    receivedAt: now,
+    autoSubmitted: 'auto-replied',
   };
 }

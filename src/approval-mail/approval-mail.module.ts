@@ -12,13 +12,16 @@ import { ApprovalMailHousekeeping } from './approval-mail.housekeeping';
 import { ApprovalMailRepository } from './approval-mail.repository';
 import { ApprovalMailService } from './approval-mail.service';
 import { ApprovalMailWorker } from './approval-mail.worker';
+import { ApprovalReplyRepository } from './approval-reply.repository';
+import { ApprovalReplyService } from './approval-reply.service';
 import { ApproversController } from './approvers.controller';
 import { ApproversService } from './approvers.service';
 import { MailboxApproverRepository } from './mailbox-approver.repository';
 
 /**
- * Approval by email (docs/approvers.md): mailbox approvers, the mails to them, and the pages their links open
- * (under /console, so the console's middleware gives them its headers and parses their forms).
+ * Approval by email (docs/approvers.md): mailbox approvers, the mails to them, the pages their links open
+ * (under /console, so the console's middleware gives them its headers and parses their forms), and the
+ * replies to the mails that decide as the links would.
  */
 @Module({
   imports: [ApprovalsModule, AuthModule, MailModule, OutboxModule, EventsModule, ConsoleModule],
@@ -32,6 +35,8 @@ import { MailboxApproverRepository } from './mailbox-approver.repository';
     ApprovalMailWorker,
     ApprovalLinksService,
     ApprovalMailHousekeeping,
+    ApprovalReplyRepository,
+    ApprovalReplyService,
   ],
   exports: [ApprovalMailHousekeeping],
 })

@@ -11,9 +11,10 @@ import { randomBase62 } from '../common/ids';
 import { AppConfig } from '../config/app-config';
 import { EventLog } from '../events/event-log';
 import { MailboxService } from '../mail/mailbox.service';
+import { domainOf, OutboundMessageFields } from '../outbox/outbound-mail';
 import { afterTemporaryFailure } from '../outbox/retry-policy';
 import { SmtpRelay } from '../outbox/smtp-relay';
-import { approvalMail, escalationMail } from './approval-mail-text';
+import { approvalMail, escalationMail, replyAnswerMail } from './approval-mail-text';
 import { ApprovalMailEntity } from './approval-mail.entity';
 import { ApprovalMailChanges, ApprovalMailRepository } from './approval-mail.repository';
 import { ApprovalLinkRepository } from './approval-link.repository';
@@ -113,29 +114,19 @@ export class ApprovalMailService implements OnModuleInit {
     await this.eventLog.ringDoorbell(manager, { kind: 'outbox', mailboxId: request.mailboxId });
   }
 
-  /** One delivery attempt of a mail `replicaId` claimed; records its outcome while the claim holds. */
+  /**
+   * One delivery attempt of a mail `replicaId` claimed; records its outcome while the claim holds.
+   * An approval (or escalation) mail of a request that no longer waits is not sent; an answer to a
+   * reply is sent whatever the request's state, which is often what it explains.
+   */
   async send(replicaId: string, mail: ApprovalMailEntity): Promise<ApprovalMailAttempt> {
     const request = mail.request!;
-    if (request.state !== 'pending' || request.expiresAt.getTime() <= Date.now()) {
+    if (mail.kind !== 'reply_answer' && (request.state !== 'pending' || request.expiresAt.getTime() <= Date.now())) {
       const finished = await this.mails.finishClaim(mail.id, replicaId, { status: 'obsolete' });
       return { outcome: 'obsolete', status: finished ? 'obsolete' : undefined };
     }
-    const [mailbox, names] = await Promise.all([
-      this.mailboxes.getVisible(OPERATOR, request.mailboxId),
-      this.credentials.namesOf([request.createdBy]),
-    ]);
-    const decides = mail.kind !== 'escalation' || (await this.decidesByMail(request, mail.email));
-    const url = decides
-      ? await this.newLink(request, mail.email)
-      : `${this.config.publicUrl}/console/requests/${request.id}`;
-    const askedBy = names.get(request.createdBy) ?? null;
-    const now = new Date();
-    const outcome = await this.relay.send(
-      mail.kind === 'escalation'
-        ? escalationMail(request, mailbox.address, askedBy, mail.email, { url, decides }, now)
-        : approvalMail(request, mailbox.address, askedBy, mail.email, url, now),
-      { kind: 'approval_mail', mailboxId: request.mailboxId },
-    );
+    const message = mail.kind === 'reply_answer' ? await this.answerOf(mail) : await this.requestMailOf(mail);
+    const outcome = await this.relay.send(message, { kind: 'approval_mail', mailboxId: request.mailboxId });
     let changes: ApprovalMailChanges;
     if (outcome.kind === 'sent') {
       changes = { status: 'sent', error: null };
@@ -156,6 +147,41 @@ export class ApprovalMailService implements OnModuleInit {
   }
 
   /**
+   * The approval or escalation mail for this attempt. A mail that may decide gets a fresh link and a
+   * fresh Message-ID of Alcarta's own (random, at the mailbox's domain), both stored on the link: a
+   * reply naming that Message-ID decides as the link would (ApprovalReplyService). An escalation to an
+   * address that may not decide by mail leads to the console's page of the request instead.
+   */
+  private async requestMailOf(mail: ApprovalMailEntity): Promise<OutboundMessageFields> {
+    const request = mail.request!;
+    const [mailbox, names] = await Promise.all([
+      this.mailboxes.getVisible(OPERATOR, request.mailboxId),
+      this.credentials.namesOf([request.createdBy]),
+    ]);
+    const asker = names.get(request.createdBy) ?? null;
+    const now = new Date();
+    const decides = mail.kind !== 'escalation' || (await this.decidesByMail(request, mail.email));
+    if (!decides) {
+      const url = `${this.config.publicUrl}/console/requests/${request.id}`;
+      return escalationMail(request, mailbox.address, asker, mail.email, { url, decides }, now);
+    }
+    const token = randomBytes(32).toString('base64url');
+    const messageId = `<${randomBase62(24)}@${domainOf(mailbox.address)}>`;
+    await this.links.insert({
+      tokenHash: linkTokenHash(token),
+      requestId: request.id,
+      email: mail.email,
+      expiresAt: request.expiresAt,
+      messageId,
+      usedAt: null,
+    });
+    const url = `${this.config.publicUrl}/console/links/${token}`;
+    return mail.kind === 'escalation'
+      ? escalationMail(request, mailbox.address, asker, mail.email, { url, decides, messageId }, now)
+      : approvalMail(request, mailbox.address, asker, mail.email, url, messageId, now);
+  }
+
+  /**
    * Whether an escalation mail to `email` carries a link that decides: only to an address that is
    * mailed approval mail (the policy as it stands now); the others get the console's page of the request.
    */
@@ -165,18 +191,20 @@ export class ApprovalMailService implements OnModuleInit {
     return recipients.some((r) => r.toLowerCase() === email.toLowerCase());
   }
 
-  /** A fresh link for `email` to decide `request`: only the token's hash is stored. */
-  private async newLink(request: ApprovalRequestEntity, email: string): Promise<string> {
-    const token = randomBytes(32).toString('base64url');
-    await this.links.insert({
-      tokenHash: linkTokenHash(token),
-      requestId: request.id,
-      email,
-      expiresAt: request.expiresAt,
-      messageId: null,
-      usedAt: null,
-    });
-    return `${this.config.publicUrl}/console/links/${token}`;
+  /** The answer to a reply that decided nothing: its note, in the reply's thread. */
+  private async answerOf(mail: ApprovalMailEntity): Promise<OutboundMessageFields> {
+    const request = mail.request!;
+    const mailbox = await this.mailboxes.getVisible(OPERATOR, request.mailboxId);
+    const messageId = `<${mail.id}@${domainOf(mailbox.address)}>`;
+    return replyAnswerMail(
+      request,
+      mailbox.address,
+      mail.email,
+      mail.note ?? '',
+      mail.inReplyTo,
+      messageId,
+      new Date(),
+    );
   }
 }
 

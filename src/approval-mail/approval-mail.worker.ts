@@ -8,14 +8,17 @@ import { ClaimResult, claimantId, DueWork, DueWorkLoop } from '../outbox/due-wor
 import { SmtpRelay } from '../outbox/smtp-relay';
 import { ApprovalMailRepository } from './approval-mail.repository';
 import { ApprovalMailService } from './approval-mail.service';
+import { ApprovalReplyRepository } from './approval-reply.repository';
+import { ApprovalReplyService } from './approval-reply.service';
 import { BackgroundJob, Job } from '../lifecycle/background-job';
 
 /** Approval mails one replica sends at a time, per pass. */
 const BATCH = 4;
 
 /**
- * Sends the approval mails (every replica runs one, like the outbox worker: the same DueWorkLoop
- * on the same doorbell): claims due mails with SKIP LOCKED and sends them outside any transaction.
+ * Sends the approval mails and decides the replies to them (every replica runs one, like the outbox
+ * worker: the same DueWorkLoop on the same doorbell): claims due mails and replies with SKIP LOCKED
+ * and works on them outside any transaction.
  * A replica that dies mid-send leaves a lease that lapses, and another replica sends the mail
  * again (at least once). On drain it stops claiming; what it holds lapses to the other replicas.
  */
@@ -32,6 +35,8 @@ export class ApprovalMailWorker implements DueWork, BackgroundJob {
     private readonly config: AppConfig,
     private readonly service: ApprovalMailService,
     private readonly mails: ApprovalMailRepository,
+    private readonly replyService: ApprovalReplyService,
+    private readonly replies: ApprovalReplyRepository,
     private readonly relay: SmtpRelay,
     listener: DoorbellListener,
     drain: DrainState,
@@ -56,6 +61,31 @@ export class ApprovalMailWorker implements DueWork, BackgroundJob {
   }
 
   async claimAndLaunch(): Promise<ClaimResult> {
+    const [mails, replies] = await Promise.all([this.sendDue(), this.decideDue()]);
+    return mails && replies ? 'caught_up' : 'more';
+  }
+
+  /** Decides the due replies, one after another (each is a short transaction or two); true: caught up. */
+  private async decideDue(): Promise<boolean> {
+    const claimed = await this.replies.claimDue(this.replicaId, this.config.outboxLeaseMs, BATCH);
+    for (const reply of claimed) {
+      const outcome = await this.replyService.process(this.replicaId, reply).catch((err: Error) => {
+        // Not recorded: the lease lapses and some replica decides the reply again.
+        this.logger.warn({ msg: 'approval reply not decided', message_id: reply.messageId, error: err.message });
+        return undefined;
+      });
+      this.logger.log({
+        msg: 'approval reply',
+        message_id: reply.messageId,
+        request_id: reply.link?.requestId,
+        outcome,
+      });
+    }
+    return claimed.length < BATCH;
+  }
+
+  /** Sends the due approval mails side by side; true: caught up. */
+  private async sendDue(): Promise<boolean> {
     const claimed = await this.mails.claimDue(this.replicaId, this.config.outboxLeaseMs, BATCH);
     await Promise.all(
       claimed.map(async (mail) => {
@@ -73,10 +103,13 @@ export class ApprovalMailWorker implements DueWork, BackgroundJob {
         });
       }),
     );
-    return claimed.length < BATCH ? 'caught_up' : 'more';
+    return claimed.length < BATCH;
   }
 
-  msUntilNextDue(): Promise<number | undefined> {
-    return this.mails.msUntilNextDue();
+  async msUntilNextDue(): Promise<number | undefined> {
+    const due = (await Promise.all([this.mails.msUntilNextDue(), this.replies.msUntilNextDue()])).filter(
+      (ms): ms is number => ms !== undefined,
+    );
+    return due.length > 0 ? Math.min(...due) : undefined;
   }
 }

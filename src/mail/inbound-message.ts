@@ -16,6 +16,11 @@ export interface InboundMessage {
   receivedAt: Date | null;
   /** Set when the message is a delivery status notification (a bounce report, RFC 3464). */
   deliveryReport?: DeliveryReport;
+  /**
+   * Set when the message says a machine sent it (RFC 3834: `Auto-Submitted` other than `no`, or
+   * `Precedence: bulk, junk, list or auto_reply`): nothing answers it automatically, so no mail loop.
+   */
+  automatic?: boolean;
 }
 
 /**

@@ -44,6 +44,15 @@ function headerText(headers: Headers, name: string): string | null {
   return typeof value === 'string' ? value : null;
 }
 
+/** RFC 3834 section 2 and the older `Precedence` convention: was the message sent by a machine? */
+function isAutomatic(headers: Headers): boolean {
+  const keyword = (name: string) => headerText(headers, name)?.split(';')[0].trim().toLowerCase();
+  const submitted = keyword('auto-submitted');
+  return (
+    (submitted !== undefined && submitted !== 'no') || /^(bulk|junk|list|auto_reply)$/.test(keyword('precedence') ?? '')
+  );
+}
+
 /** What the parser hands over: the headers, the text content, and the parts a delivery report needs. */
 interface ParsedParts {
   headers: Headers;
@@ -89,6 +98,7 @@ export async function parseRfc822(raw: Buffer | Readable): Promise<InboundMessag
     references: messageIds(headers.get('references')),
     receivedAt: null,
     ...(deliveryReport && { deliveryReport }),
+    ...(isAutomatic(headers) && { automatic: true }),
   });
 }
 

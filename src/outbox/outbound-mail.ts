@@ -15,6 +15,8 @@ export interface OutboundMessageFields {
   references: string[];
   /** When the message was recorded (approved): its `Date`, the same on every attempt. */
   receivedAt: Date;
+  /** RFC 3834's `Auto-Submitted`, for mail a machine writes in answer to mail (approval reply answers). */
+  autoSubmitted?: 'auto-replied';
 }
 
 export interface DkimSigning {
@@ -48,6 +50,7 @@ export function composeOutboundMail(message: OutboundMessageFields, dkim?: DkimS
     ...(message.inReplyTo && { inReplyTo: message.inReplyTo }),
     ...(message.references.length > 0 && { references: message.references }),
     envelope: { from: message.from, to: [...message.to, ...message.cc] },
+    ...(message.autoSubmitted && { headers: { 'Auto-Submitted': message.autoSubmitted } }),
     ...(dkim && {
       dkim: { domainName: domainOf(message.from), keySelector: dkim.selector, privateKey: dkim.privateKey },
     }),

@@ -1,5 +1,6 @@
 import { ApprovalLinkEntity } from '../approval-mail/approval-link.entity';
 import { ApprovalMailEntity } from '../approval-mail/approval-mail.entity';
+import { ApprovalReplyEntity } from '../approval-mail/approval-reply.entity';
 import { MailboxApproverEntity } from '../approval-mail/mailbox-approver.entity';
 import { ApprovalRequestEntity } from '../approvals/approval-request.entity';
 import { MailboxPolicyEntity } from '../approvals/mailbox-policy.entity';
@@ -39,6 +40,7 @@ export const ENTITIES = [
   MailboxApproverEntity,
   ApprovalLinkEntity,
   ApprovalMailEntity,
+  ApprovalReplyEntity,
   MailboxSourceEntity,
   SourceFolderEntity,
   SyncHolderEntity,

@@ -1,0 +1,228 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { simpleParser } from 'mailparser';
+import { createTransport } from 'nodemailer';
+import { dkimKey, dkimSigned } from '../support/dkim';
+import { dnsZone } from '../support/dns-zone';
+import { callOk, connectMcp } from '../support/mcp';
+import { activeWaits } from '../support/metrics';
+import { TestSmtpRelay } from '../support/smtp-relay';
+import { requireSystemPackage } from '../support/system-packages';
+import { createMailbox, createToken, startTestServer, TestServer } from '../support/test-server';
+import { waitFor } from '../support/wait-for';
+
+/** Long enough for any wake-up on a busy machine, short enough to end as a result, not an SDK timeout. */
+const BLOCK = 50;
+const SELECTOR = 's1';
+const KEY = dkimKey();
+
+interface RelayedMail {
+  to: string[];
+  subject: string;
+  text: string;
+  messageId: string;
+  inReplyTo: string | undefined;
+  autoSubmitted: string | undefined;
+}
+
+/**
+ * Deciding by reply (docs/approvers.md, SPEC 15) with real mail both ways: the approval mail
+ * reaches a real relay (aiosmtpd) with Alcarta's own Message-ID; the approver's reply, DKIM-signed
+ * for its domain (mailauth, DNS from a table), comes back into Alcarta's SMTP with In-Reply-To
+ * naming it, and decides as the approver, waking the agent's monitor_approval. Unsigned, foreign,
+ * unclear and late replies decide nothing, and each gets one answer at the relay saying why; an
+ * automatic reply gets none.
+ */
+describe('deciding by reply', { skip: requireSystemPackage('python3-aiosmtpd') }, () => {
+  let relay: TestSmtpRelay;
+  let server: TestServer;
+  let agent: Client;
+  let mailboxId: string;
+  const mailboxAddress = `replies-${process.pid}@example.com`;
+  const alice = 'alice@approvers.example';
+  const bob = 'bob@approvers.example';
+  // SPF permits no local client: only the DKIM signature can verify these senders.
+  const zone = dnsZone({
+    'approvers.example': { TXT: ['v=spf1 ip4:192.0.2.1 -all'] },
+    '_dmarc.approvers.example': { TXT: ['v=DMARC1; p=reject'] },
+    [`${SELECTOR}._domainkey.approvers.example`]: { TXT: [KEY.record] },
+    'other.example': { TXT: ['v=spf1 ip4:192.0.2.1 -all'] },
+    '_dmarc.other.example': { TXT: ['v=DMARC1; p=reject'] },
+    [`${SELECTOR}._domainkey.other.example`]: { TXT: [KEY.record] },
+  });
+
+  const relayed = async (): Promise<RelayedMail[]> =>
+    Promise.all(
+      (await relay.received()).map(async (received) => {
+        const parsed = await simpleParser(received.raw);
+        const auto = parsed.headers.get('auto-submitted');
+        return {
+          to: received.rcptTos,
+          subject: parsed.subject ?? '',
+          text: parsed.text ?? '',
+          messageId: parsed.messageId ?? '',
+          inReplyTo: parsed.inReplyTo,
+          autoSubmitted: typeof auto === 'string' ? auto : undefined,
+        };
+      }),
+    );
+  const relayedWhere = (what: string, match: (m: RelayedMail) => boolean) =>
+    waitFor(what, async () => (await relayed()).find(match), { timeoutMs: 20_000, intervalMs: 50 });
+  const approvalMail = (requestId: string, approver: string) =>
+    relayedWhere(
+      `the approval mail of ${requestId} to ${approver}`,
+      (m) => m.to.includes(approver) && m.text.includes(requestId),
+    );
+
+  /** A reply to `mail` from `from` saying `body`, DKIM-signed for the sender's domain when `signed`. */
+  const reply = async (
+    from: string,
+    mail: RelayedMail,
+    body: string,
+    options: { signed: boolean; headers?: string[] },
+  ) => {
+    const domain = from.split('@')[1];
+    const messageId = `<${randomUUID()}@${domain}>`;
+    const raw = [
+      `From: ${from}`,
+      `To: ${mailboxAddress}`,
+      `Subject: Re: ${mail.subject}`,
+      `Message-ID: ${messageId}`,
+      `In-Reply-To: ${mail.messageId}`,
+      `References: ${mail.messageId}`,
+      `Date: ${new Date().toUTCString()}`,
+      ...(options.headers ?? []),
+      'MIME-Version: 1.0',
+      'Content-Type: text/plain; charset=utf-8',
+      '',
+      ...body.split('\n'),
+      '',
+    ].join('\r\n');
+    const message = options.signed
+      ? await dkimSigned(raw, { domain, selector: SELECTOR, privateKey: KEY.privateKey })
+      : raw;
+    const transport = createTransport({ host: '127.0.0.1', port: server.running.smtpPort!, secure: false });
+    try {
+      const info = await transport.sendMail({ envelope: { from, to: [mailboxAddress] }, raw: message });
+      assert.match(info.response, /^250 /);
+    } finally {
+      transport.close();
+    }
+    return messageId;
+  };
+  const answerTo = (replyId: string) => relayedWhere(`the answer to ${replyId}`, (m) => m.inReplyTo === replyId);
+  const quoted = (mail: RelayedMail) =>
+    mail.text
+      .split('\n')
+      .map((line) => `> ${line}`)
+      .join('\n');
+  const newRequest = async (title: string) =>
+    (await callOk(agent, 'request_approval', { mailbox_id: mailboxId, title })).request_id as string;
+  const requestState = (requestId: string) => callOk(agent, 'get_request', { request_id: requestId });
+
+  before(async () => {
+    relay = await TestSmtpRelay.start();
+    server = await startTestServer({
+      dnsResolver: zone,
+      env: { ALCARTA_SMTP_PORT: '0', ALCARTA_SMTP_RELAY_URL: relay.url, ALCARTA_SMTP_RETRY_BASE_SECONDS: '1' },
+    });
+    mailboxId = await createMailbox(server.admin, mailboxAddress);
+    const token = await createToken(server.admin, {
+      name: 'Release bot',
+      scopes: ['approvals:read', 'mail:read'],
+      mailboxes: [mailboxId],
+    });
+    agent = await connectMcp(server.url, token.secret);
+    const set = await server.admin.request('PUT', `/v1/mailboxes/${mailboxId}/approvers`, { emails: [alice, bob] });
+    assert.equal(set.status, 200, JSON.stringify(set.body));
+  });
+
+  after(async () => {
+    await agent?.close();
+    await server?.close();
+    await relay?.stop();
+  });
+
+  let approved: { requestId: string; bobsMail: RelayedMail };
+
+  it('a signed reply "Approve" from the approver decides as the approver, with its reason, and wakes the agent', async () => {
+    const requestId = await newRequest('Ship release 5.0');
+    const waiting = callOk(agent, 'monitor_approval', { request_id: requestId, timeout_seconds: BLOCK });
+    await waitFor('the parked monitor_approval', async () => (await activeWaits(server.url, 'request')) === 1);
+    const mail = await approvalMail(requestId, alice);
+    assert.match(
+      mail.messageId,
+      /^<[A-Za-z0-9]{24}@example\.com>$/,
+      'a Message-ID of Alcarta’s own, at the mailbox’s domain',
+    );
+    assert.match(mail.text, /reply to this mail with "approve" or "reject" as the first word/);
+    const bobsMail = await approvalMail(requestId, bob);
+    assert.notEqual(bobsMail.messageId, mail.messageId, 'each approval mail has its own Message-ID');
+
+    await reply(alice, mail, `Approve\n\nLooks fine\n\nOn Friday Releases wrote:\n${quoted(mail)}`, { signed: true });
+    const woken = await waiting;
+    assert.equal(woken.matched, true);
+    assert.deepEqual(woken.requests, [{ request_id: requestId, state: 'approved' }]);
+    const stored = await requestState(requestId);
+    assert.equal(stored.decided_by, alice);
+    assert.equal(stored.reason, 'Looks fine');
+    approved = { requestId, bobsMail };
+  });
+
+  it('unsigned, foreign, unclear and late replies decide nothing, and each is answered once saying why', async () => {
+    const requestId = await newRequest('Ship release 5.1');
+    const mail = await approvalMail(requestId, alice);
+
+    const unsigned = await reply(alice, mail, 'Approve', { signed: false });
+    const foreign = await reply('mallory@other.example', mail, 'Approve', { signed: true });
+    const automatic = await reply(alice, mail, 'Approve', { signed: true, headers: ['Auto-Submitted: auto-replied'] });
+    const unclear = await reply(alice, mail, 'Yes, fine by me', { signed: true });
+    const late = await reply(bob, approved.bobsMail, 'Reject: too late?', { signed: true });
+
+    const answers = {
+      unsigned: await answerTo(unsigned),
+      foreign: await answerTo(foreign),
+      unclear: await answerTo(unclear),
+      late: await answerTo(late),
+    };
+    assert.deepEqual(answers.unsigned.to, [alice]);
+    assert.match(
+      answers.unsigned.text,
+      /decided nothing: it could not be verified as coming from alice@approvers\.example/,
+    );
+    assert.deepEqual(answers.foreign.to, ['mallory@other.example']);
+    assert.match(answers.foreign.text, /decided nothing: the approval mail was sent to another address/);
+    assert.doesNotMatch(answers.foreign.text, /alice@/, 'the answer does not say who the approver is');
+    assert.match(answers.unclear.text, /decided nothing: its first word must be "approve" or "reject"/);
+    assert.deepEqual(answers.late.to, [bob]);
+    assert.match(answers.late.text, /decided nothing: the request was already approved by alice@approvers\.example\./);
+    for (const answer of Object.values(answers)) {
+      assert.match(answer.subject, /^Re: Approval needed: Ship release 5\.[01]$/);
+      assert.equal(answer.autoSubmitted, 'auto-replied');
+    }
+
+    // The automatic reply came before the unclear one, whose answer is out: it was never answered.
+    const all = await relayed();
+    assert.equal(all.filter((m) => m.inReplyTo === automatic).length, 0, 'no answer to an automatic reply');
+    for (const id of [unsigned, foreign, unclear, late]) {
+      assert.equal(all.filter((m) => m.inReplyTo === id).length, 1, `one answer to ${id}`);
+    }
+    assert.equal((await requestState(requestId)).state, 'pending');
+    const late1 = await requestState(approved.requestId);
+    assert.equal(late1.state, 'approved');
+    assert.equal(late1.decided_by, alice);
+
+    // The approver's own signed reply still decides: "reject" and its reason.
+    await reply(alice, mail, '\n  reject. Not before the freeze ends\n-- \nAlice', { signed: true });
+    await waitFor(
+      'the rejection',
+      async () => ((await requestState(requestId)).state === 'rejected' ? true : undefined),
+      { timeoutMs: 20_000 },
+    );
+    const rejected = await requestState(requestId);
+    assert.equal(rejected.decided_by, alice);
+    assert.equal(rejected.reason, 'Not before the freeze ends');
+  });
+});
