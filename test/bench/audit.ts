@@ -5,8 +5,8 @@
  *
  *   token creations  CLIENTS REST clients per replica create tokens in a loop (one append each),
  *                    on 1 and on REPLICAS server processes sharing one database
- *   decisions        REPLICAS × DECISIONS pending requests (made first through MCP), then all
- *                    decided at once over REST, each replica deciding its own
+ *   decisions        REPLICAS × DECISIONS pending requests (made first through MCP), then decided
+ *                    over REST, each replica its own, IN_FLIGHT at a time on every replica at once
  *   append alone     AuditLog.append in the bench process, in a transaction of its own, on 1 and on
  *                    CONNECTIONS connections: the ceiling the lock itself sets, without HTTP or the act
  *
@@ -22,6 +22,7 @@ import { DataSource } from 'typeorm';
 import { AuditLog } from '#app/audit/audit-log.js';
 import { runCli } from '../support/cli';
 import { createTestDatabase, TestDatabase } from '../support/database';
+import { mapInFlight } from '../support/in-flight';
 import { callOk } from '../support/mcp';
 import { Replica, ReplicaSet } from '../support/replicas';
 import { createMailbox, randomSecret } from '../support/test-server';
@@ -30,6 +31,7 @@ import { BenchRow, count, databaseServer, percentile, printTable, runBenchmark }
 const REPLICAS = Number(process.env.BENCH_REPLICAS ?? 4);
 const CLIENTS = Number(process.env.BENCH_CLIENTS ?? 16);
 const DECISIONS = Number(process.env.BENCH_DECISIONS ?? 500);
+const IN_FLIGHT = Number(process.env.BENCH_IN_FLIGHT ?? 100);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 2);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
@@ -144,24 +146,26 @@ async function tokenWindow(db: TestDatabase, replicas: Replica[]): Promise<Windo
   return { rate: appended / seconds, latencies: latencies.sort((a, b) => a - b), ...waits, machineBusy };
 }
 
-/** DECISIONS pending requests per replica, asked for through its MCP client, all at once. */
+/** DECISIONS pending requests per replica, asked for through its MCP client, IN_FLIGHT at a time. */
 async function pendingRequests(replicas: Replica[], mailboxId: string): Promise<string[][]> {
   return Promise.all(
     replicas.map((replica) =>
-      Promise.all(
-        Array.from({ length: DECISIONS }, async (_, i) => {
+      mapInFlight(
+        Array.from({ length: DECISIONS }, (_, i) => i),
+        IN_FLIGHT,
+        async (i) => {
           const created = await callOk<{ request_id: string }>(replica.client, 'request_approval', {
             mailbox_id: mailboxId,
             title: `Bench ${replica.name}-${i}`,
           });
           return created.request_id;
-        }),
+        },
       ),
     ),
   );
 }
 
-/** Every replica decides all its pending requests at once (approve and reject alternately). */
+/** Every replica decides its pending requests, IN_FLIGHT at a time (approve and reject alternately). */
 async function decisionBurst(db: TestDatabase, replicas: Replica[], pending: string[][]): Promise<Window> {
   const before = await appendedCount(db);
   const stopSampling = sampleLockWaits(db);
@@ -170,14 +174,12 @@ async function decisionBurst(db: TestDatabase, replicas: Replica[], pending: str
   const started = performance.now();
   await Promise.all(
     replicas.map((replica, r) =>
-      Promise.all(
-        pending[r].map(async (id, i) => {
-          const sent = performance.now();
-          const res = await replica.admin.post(`/v1/requests/${id}/${i % 2 === 0 ? 'approve' : 'reject'}`, {});
-          if (res.status !== 200) throw new Error(`decision failed: ${res.status} ${JSON.stringify(res.body)}`);
-          latencies.push(performance.now() - sent);
-        }),
-      ),
+      mapInFlight(pending[r], IN_FLIGHT, async (id, i) => {
+        const sent = performance.now();
+        const res = await replica.admin.post(`/v1/requests/${id}/${i % 2 === 0 ? 'approve' : 'reject'}`, {});
+        if (res.status !== 200) throw new Error(`decision failed: ${res.status} ${JSON.stringify(res.body)}`);
+        latencies.push(performance.now() - sent);
+      }),
     ),
   );
   const seconds = (performance.now() - started) / 1000;
@@ -271,7 +273,7 @@ async function main(): Promise<void> {
     process.stderr.write(`decisions, ${REPLICAS} replicas: ${decided.rate.toFixed(0)}/s\n`);
     rows.push([
       `decisions, ${REPLICAS} replicas`,
-      `${REPLICAS} × ${count(DECISIONS)} pending (made through MCP in ${creatingSeconds.toFixed(1)} s), all decided at once over REST`,
+      `${REPLICAS} × ${count(DECISIONS)} pending (made through MCP in ${creatingSeconds.toFixed(1)} s), decided over REST, ${IN_FLIGHT} in flight per replica`,
       `**${decided.rate.toFixed(0)} appends/s**; decision ${latencyText(decided.latencies)} (queueing included)`,
       '—',
     ]);
