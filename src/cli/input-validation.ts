@@ -2,6 +2,7 @@ import { CreateGrantDto } from '../auth/dto/create-grant.dto';
 import { CreateTokenDto } from '../auth/dto/create-token.dto';
 import { validateBody } from '../http/validation';
 import { CreateMailboxDto } from '../mail/dto/create-mailbox.dto';
+import { SetPolicyDto } from '../approvals/dto/set-policy.dto';
 import { WriteCommand } from './command-line';
 
 /**
@@ -27,6 +28,10 @@ export async function validateInput(command: WriteCommand): Promise<void> {
       return;
     case 'grants create':
       await validateBody(CreateGrantDto, { principal: command.principal, mailboxes: command.mailboxes });
+      return;
+    case 'mailboxes policy set':
+      // Replaced by the validated instance: what the service gets is exactly what REST would pass.
+      Object.assign(command, { policy: await validateBody(SetPolicyDto, command.policy) });
       return;
     default:
       return;
