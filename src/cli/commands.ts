@@ -7,7 +7,6 @@ import { MigrationRunner } from '../database/migration-runner';
 import { MailboxSourceService } from '../connected-mailboxes/mailbox-source.service';
 import { MailboxService } from '../mail/mailbox.service';
 import { MailboxPolicyService } from '../approvals/mailbox-policy.service';
-import { SetPolicyDto } from '../approvals/dto/set-policy.dto';
 import { WriteCommand } from './command-line';
 import { CommandOutput, grantLine, mailboxLine, policyText } from './output';
 
@@ -78,7 +77,7 @@ export async function runCommand(app: INestApplicationContext, command: WriteCom
     }
     case 'mailboxes policy set': {
       // The body was checked against SetPolicyDto before the database was opened (input-validation.ts).
-      const policy = await app.get(MailboxPolicyService).put(OPERATOR, command.mailboxId, command.policy as SetPolicyDto);
+      const policy = await app.get(MailboxPolicyService).put(OPERATOR, command.mailboxId, command.policy);
       return { json: policy, text: policyText(policy) };
     }
     case 'mailboxes source test': {

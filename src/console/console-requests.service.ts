@@ -19,7 +19,13 @@ const MAX_REASON_LENGTH = 2000;
 export type ConsoleDecision = 'approved' | 'rejected';
 
 /** What a decision form's post led to; the request page says it (`?notice=`). */
-export const DECISION_OUTCOMES = ['decided', 'recorded', 'already_decided', 'not_an_approver', 'already_approved'] as const;
+export const DECISION_OUTCOMES = [
+  'decided',
+  'recorded',
+  'already_decided',
+  'not_an_approver',
+  'already_approved',
+] as const;
 export type DecisionOutcome = (typeof DECISION_OUTCOMES)[number];
 
 /**
