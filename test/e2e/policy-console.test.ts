@@ -37,8 +37,9 @@ describe('approval policy in the console', () => {
     it(name, async (t) => (skipReason ? t.skip(skipReason) : body()));
   };
   const url = (path: string) => `${server.url}${path}`;
-  const signedIn = async (secret: string): Promise<Page> => {
-    const context = await browser!.newContext();
+  /** A fresh browser context signed in with `secret`; axe (axeViolations) needs `bypassCSP` to inject itself. */
+  const signedIn = async (secret: string, options: { bypassCSP?: boolean } = {}): Promise<Page> => {
+    const context = await browser!.newContext(options);
     contexts.push(context);
     const page = await context.newPage();
     await page.goto(url('/console/sign-in'));
@@ -89,12 +90,12 @@ describe('approval policy in the console', () => {
     });
     await waitFor('the agent’s parked wait', async () => (await activeWaits(server.url, 'request')) === 1);
 
-    const first = await signedIn(alice.secret);
+    const first = await signedIn(alice.secret, { bypassCSP: true });
     await first.goto(url(`/console/requests/${request}`));
     await first.getByRole('button', { name: 'Approve' }).click();
     await first.waitForURL(url(`/console/requests/${request}?notice=recorded`));
     assert.match(await first.locator('.notice[role="status"]').first().innerText(), /Your approval was recorded/);
-    assert.equal(await first.locator('.state').first().innerText(), 'pending');
+    assert.equal(await first.locator('.state').first().textContent(), 'pending');
     const progress = await first.locator('dd.approvals').innerText();
     assert.match(progress, new RegExp(`^1 of 2 approvals: Alice ${alice.id} at .+`));
     assert.equal(await first.getByRole('button', { name: 'Approve' }).count(), 0, 'no second Approve for Alice');
@@ -124,7 +125,7 @@ describe('approval policy in the console', () => {
     await second.getByLabel('Reason (optional)').fill('Matches the purchase order.');
     await second.getByRole('button', { name: 'Approve' }).click();
     await second.waitForURL(url(`/console/requests/${request}?notice=decided`));
-    assert.equal(await second.locator('.state').first().innerText(), 'approved');
+    assert.equal(await second.locator('.state').first().textContent(), 'approved');
     assert.match(
       await second.locator('dd.approvals').innerText(),
       new RegExp(`^2 of 2 approvals: Alice ${alice.id} at .+; Bob ${bob.id} at .+`),
@@ -159,7 +160,7 @@ describe('approval policy in the console', () => {
       assert.equal(refused.status, 403, JSON.stringify(refused.body));
       assert.equal(refused.body.reason, 'not_an_approver');
 
-      const page = await signedIn(carol.secret);
+      const page = await signedIn(carol.secret, { bypassCSP: true });
       await page.goto(url(`/console/requests/${other}`));
       assert.equal(await page.getByRole('button', { name: 'Approve' }).count(), 0);
       assert.equal(await page.getByRole('button', { name: 'Reject' }).count(), 0);
@@ -190,7 +191,7 @@ describe('approval policy in the console', () => {
     const page = await signedIn(alice.secret);
     await page.goto(url(`/console/requests/${third}`));
     const content = await page.locator('input[name="content_sha256"]').inputValue();
-    const csrf = await page.locator('input[name="_csrf"]').inputValue();
+    const csrf = await page.locator('input[name="_csrf"]').first().inputValue();
     await page.getByRole('button', { name: 'Approve' }).click();
     await page.waitForURL(url(`/console/requests/${third}?notice=recorded`));
     // The same form again, as a second tab opened before the first approval would post it.
@@ -211,9 +212,9 @@ describe('approval policy in the console', () => {
   });
 
   browserIt('the policy page shows approvers, quorum, expiry, escalation and recipient rules, read-only', async () => {
-    const page = await signedIn(carol.secret);
+    const page = await signedIn(carol.secret, { bypassCSP: true });
     await page.goto(url(`/console/requests/${request}`));
-    await page.getByRole('link', { name: 'Approval policy' }).click();
+    await page.getByRole('link', { name: 'Approval policy', exact: true }).click();
     await page.waitForURL(url(`/console/mailboxes/${mailbox}/policy`));
     assert.equal(
       await page.getByRole('heading', { level: 1 }).innerText(),
