@@ -138,6 +138,11 @@ describe('approval policy in the console', () => {
       result.requests.map((r: { request_id: string; state: string }) => [r.request_id, r.state]),
       [[request, 'approved']],
     );
+    assert.deepEqual(
+      result.requests[0].approvals.map((a: { by: string }) => a.by),
+      [alice.id, bob.id],
+      'the agent learns who approved from the wait’s result',
+    );
     const decided = await callOk(agent, 'get_request', { request_id: request });
     assert.equal(decided.state, 'approved');
     assert.equal(decided.quorum, 2);
