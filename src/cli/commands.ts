@@ -99,8 +99,10 @@ export async function runCommand(app: INestApplicationContext, command: WriteCom
 
 export function describeFailure(err: unknown): string {
   if (err instanceof AlcartaError) {
-    const field = typeof err.details.field === 'string' ? ` [field: ${err.details.field}]` : '';
-    return `${err.code} (${err.reason}): ${err.message}${field}`;
+    // Name the field a refusal is about when its message does not (`"bob" is not an approver…`).
+    const field = err.details.field;
+    const named = typeof field === 'string' && !err.message.includes(field) ? ` [field: ${field}]` : '';
+    return `${err.code} (${err.reason}): ${err.message}${named}`;
   }
   return err instanceof Error ? err.message : String(err);
 }

@@ -136,7 +136,7 @@ describe('mailbox policies: REST, CLI and recipient rules', () => {
           assert.equal(res.code, 1, `${bad.what}: ${res.stdout}`);
           assert.equal(res.stdout, '');
           assert.ok(
-            res.stderr.includes(`invalid_request (${bad.reason})`) && res.stderr.includes(`[field: ${bad.field}]`),
+            res.stderr.includes(`invalid_request (${bad.reason})`) && res.stderr.includes(bad.field),
             `${bad.what}: ${res.stderr}`,
           );
         }),

@@ -61,7 +61,8 @@ describe('CLI mailboxes policy', () => {
       const command = await policyCommand(bad.body);
       await assert.rejects(validateInput(command), (err: unknown) => {
         assert.equal((err as { reason?: string }).reason, bad.reason);
-        assert.ok(describeFailure(err).endsWith(`[field: ${bad.field}]`), describeFailure(err));
+        // The field, in the message or after it.
+        assert.ok(describeFailure(err).includes(bad.field), describeFailure(err));
         return true;
       });
     });
