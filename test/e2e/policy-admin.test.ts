@@ -111,7 +111,7 @@ describe('mailbox policies: REST, CLI and recipient rules', () => {
     assert.match(text.stdout, /allow: +ops@example\.com\n/);
   });
 
-  it('alcarta mailboxes policy set refuses every bad policy with the server’s error naming the field, changing nothing', async () => {
+  it('alcarta mailboxes policy set refuses a bad policy of each kind with the server’s error naming the field, changing nothing', async () => {
     const before = await stored(mailbox);
     // Each kind of refusal once through a real CLI process (each takes seconds to start); the CLI
     // checks a file with the same code before it opens the database, and test/unit/cli-policy-input
