@@ -82,6 +82,8 @@ export function preparePolicy(input: {
   escalate_after_seconds?: number | null;
   escalate_to?: string[];
   recipients?: { allow?: string[]; block?: string[]; auto_approve?: boolean };
+  /** The expiry of a request that asks for none, under a policy without `expires_after_seconds`. */
+  defaultExpirySeconds: number;
   maxExpirySeconds: number;
 }): ApprovalPolicy {
   const refuse = (field: string, message: string) => invalidRequest('invalid_policy', message, { field });
@@ -107,8 +109,13 @@ export function preparePolicy(input: {
       escalateAfterSeconds === null ? 'escalate_after_seconds' : 'escalate_to',
       'escalate_after_seconds and escalate_to go together: say when and to whom.',
     );
-  if (escalateAfterSeconds !== null && escalateAfterSeconds >= (expiresAfterSeconds ?? input.maxExpirySeconds))
-    throw refuse('escalate_after_seconds', 'escalate_after_seconds must come before the requests expire.');
+  // Against the expiry requests get by default: escalating later than that would never happen to them.
+  const expiry = expiresAfterSeconds ?? input.defaultExpirySeconds;
+  if (escalateAfterSeconds !== null && escalateAfterSeconds >= expiry)
+    throw refuse(
+      'escalate_after_seconds',
+      `escalate_after_seconds must come before the requests expire (${expiry} seconds after they are made).`,
+    );
   const allow = unique((input.recipients?.allow ?? []).map(normalRecipient));
   const block = unique((input.recipients?.block ?? []).map(normalRecipient));
   for (const [field, list] of [

@@ -5,10 +5,7 @@ import { EventsModule } from '../events/events.module';
 import { MailModule } from '../mail/mail.module';
 import { OutboxModule } from '../outbox/outbox.module';
 import { ApprovalRequestEntity } from './approval-request.entity';
-import { MailboxPolicyController } from './mailbox-policy.controller';
-import { MailboxPolicyEntity } from './mailbox-policy.entity';
-import { MailboxPolicyRepository } from './mailbox-policy.repository';
-import { MailboxPolicyService } from './mailbox-policy.service';
+import { MailboxPoliciesModule } from './mailbox-policies.module';
 import { ApprovalRequestRepository } from './approval-request.repository';
 import { ApprovalService } from './approval.service';
 import { ApprovedContentCheck } from './approved-content.check';
@@ -18,22 +15,15 @@ import { SeparationOfDuties } from './separation-of-duties';
 
 @Module({
   imports: [
-    TypeOrmModule.forFeature([ApprovalRequestEntity, MailboxPolicyEntity]),
+    TypeOrmModule.forFeature([ApprovalRequestEntity]),
+    MailboxPoliciesModule,
     AuthModule,
     MailModule,
     OutboxModule,
     EventsModule,
   ],
-  controllers: [RequestsController, MailboxPolicyController],
-  providers: [
-    ApprovalRequestRepository,
-    ApprovalService,
-    ApprovedContentCheck,
-    MailboxPolicyRepository,
-    MailboxPolicyService,
-    RequestDeadlines,
-    SeparationOfDuties,
-  ],
-  exports: [ApprovalService, MailboxPolicyRepository, RequestDeadlines, SeparationOfDuties],
+  controllers: [RequestsController],
+  providers: [ApprovalRequestRepository, ApprovalService, ApprovedContentCheck, RequestDeadlines, SeparationOfDuties],
+  exports: [ApprovalService, MailboxPoliciesModule, RequestDeadlines, SeparationOfDuties],
 })
 export class ApprovalsModule {}

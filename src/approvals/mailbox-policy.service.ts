@@ -5,7 +5,7 @@ import { AuditLog } from '../audit/audit-log';
 import { Caller } from '../kernel/caller';
 import { MailboxService } from '../mail/mailbox.service';
 import { NO_POLICY, policyView, preparePolicy } from './approval-policy';
-import { MAX_EXPIRY_SECONDS } from './approval.service';
+import { DEFAULT_EXPIRY_SECONDS, MAX_EXPIRY_SECONDS } from './approval.service';
 import { SetPolicyDto } from './dto/set-policy.dto';
 import { MailboxPolicyRepository } from './mailbox-policy.repository';
 
@@ -33,7 +33,11 @@ export class MailboxPolicyService {
   /** Replaces the whole policy: a field left out takes its default. */
   async put(caller: Caller, mailboxId: string, body: SetPolicyDto) {
     await this.mailboxes.getVisible(caller, mailboxId);
-    const policy = preparePolicy({ ...body, maxExpirySeconds: MAX_EXPIRY_SECONDS });
+    const policy = preparePolicy({
+      ...body,
+      defaultExpirySeconds: DEFAULT_EXPIRY_SECONDS,
+      maxExpirySeconds: MAX_EXPIRY_SECONDS,
+    });
     const updatedAt = await this.dataSource.transaction(async (manager) => {
       const at = await this.policies.put(manager, mailboxId, policy, caller.tokenId);
       await this.audit.append(manager, {

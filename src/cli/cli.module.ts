@@ -12,6 +12,7 @@ import { ConnectedMailboxesModule } from '../connected-mailboxes/connected-mailb
 import { MailModule } from '../mail/mail.module';
 import { MetricsCoreModule } from '../metrics/metrics-core.module';
 import { TasksModule } from '../tasks/tasks.module';
+import { MailboxPoliciesModule } from '../approvals/mailbox-policies.module';
 
 /**
  * What the administrative CLI needs: the database, tokens and mailboxes; no HTTP, no jobs. Waits
@@ -35,6 +36,7 @@ export class CliModule {
         ConnectedMailboxesModule,
         AuthModule,
         TasksModule,
+        MailboxPoliciesModule,
       ],
     };
   }

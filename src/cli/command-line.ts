@@ -21,6 +21,9 @@ export const USAGE = `Usage: npm run cli -- <command> [options]      (or: node d
   mailboxes source pause MAILBOX_ID               stop syncing the account (resume: start again)
   mailboxes source resume MAILBOX_ID
   mailboxes source remove MAILBOX_ID              disconnect the account (its messages stay)
+  mailboxes policy get MAILBOX_ID                 show the mailbox's approval policy
+  mailboxes policy set MAILBOX_ID --file F|-      replace the approval policy with the JSON object in F
+                                                  (- for standard input); fields left out take defaults
   audit verify [--file F]                         check the audit chain (or an export); names the first broken entry
   audit export [--since SEQ] [--output F]         write audit entries after SEQ as NDJSON
 
@@ -57,6 +60,8 @@ export type CliCommand = { readonly json: boolean } & (
   | { readonly name: 'mailboxes source set'; readonly mailboxId: string; readonly source: Record<string, unknown> }
   | { readonly name: 'mailboxes source test' | 'mailboxes source remove'; readonly mailboxId: string }
   | { readonly name: 'mailboxes source pause' | 'mailboxes source resume'; readonly mailboxId: string }
+  | { readonly name: 'mailboxes policy get'; readonly mailboxId: string }
+  | { readonly name: 'mailboxes policy set'; readonly mailboxId: string; readonly policy: Record<string, unknown> }
 );
 
 /** Commands that only read: they run without the application (see read-commands.ts). */
@@ -74,7 +79,7 @@ export function isReadCommand(command: CliCommand): command is ReadCommand {
  */
 export function parseCommandLine(argv: string[], existsInCwd: (name: string) => boolean = existsSync): CliCommand {
   const [group, action, ...rest] = argv;
-  const sub = group === 'mailboxes' && action === 'source' ? rest.shift() : undefined;
+  const sub = group === 'mailboxes' && (action === 'source' || action === 'policy') ? rest.shift() : undefined;
   const name = group === 'migrate' ? 'migrate' : [group ?? '', action ?? '', sub ?? ''].join(' ').trim();
   const { values, positionals } = parse(group === 'migrate' ? argv.slice(1) : rest);
   const json = values.json === true;
@@ -117,15 +122,23 @@ export function parseCommandLine(argv: string[], existsInCwd: (name: string) => 
         json,
         address: required(values.address, '--address'),
         mailboxName: values.name ?? null,
-        ...(values['source-file'] && { source: sourceFile(values['source-file'], '--source-file') }),
+        ...(values['source-file'] && { source: jsonFile(values['source-file'], '--source-file', 'the source') }),
       };
     case 'mailboxes source set':
       return {
         name,
         json,
         mailboxId: positional(positionals, `${name} needs a mailbox id`),
-        source: sourceFile(required(values.file, '--file'), '--file'),
+        source: jsonFile(required(values.file, '--file'), '--file', 'the source'),
       };
+    case 'mailboxes policy set':
+      return {
+        name,
+        json,
+        mailboxId: positional(positionals, `${name} needs a mailbox id`),
+        policy: jsonFile(required(values.file, '--file'), '--file', 'the policy'),
+      };
+    case 'mailboxes policy get':
     case 'mailboxes source test':
     case 'mailboxes source remove':
     case 'mailboxes source pause':
@@ -181,10 +194,11 @@ function refuseShellExpansion(
 }
 
 /**
- * A connected account's source as JSON, from a file or (`-`) standard input: the password or refresh
- * token in it never has to appear on a command line (and in the shell's history).
+ * A JSON object from a file or (`-`) standard input: a connected account's source (the password
+ * or refresh token in it never has to appear on a command line, or in the shell's history) or a
+ * mailbox's policy.
  */
-function sourceFile(path: string, flag: string): Record<string, unknown> {
+function jsonFile(path: string, flag: string, what: string): Record<string, unknown> {
   let text: string;
   try {
     text = readFileSync(path === '-' ? 0 : path, 'utf8');
@@ -198,7 +212,7 @@ function sourceFile(path: string, flag: string): Record<string, unknown> {
     throw new UsageError(`${flag}: ${path} is not JSON (${(err as Error).message})`);
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-    throw new UsageError(`${flag}: ${path} must hold a JSON object (the source)`);
+    throw new UsageError(`${flag}: ${path} must hold a JSON object (${what})`);
   }
   return parsed as Record<string, unknown>;
 }

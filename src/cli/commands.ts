@@ -6,8 +6,9 @@ import { AlcartaError } from '../kernel/errors';
 import { MigrationRunner } from '../database/migration-runner';
 import { MailboxSourceService } from '../connected-mailboxes/mailbox-source.service';
 import { MailboxService } from '../mail/mailbox.service';
+import { MailboxPolicyService } from '../approvals/mailbox-policy.service';
 import { WriteCommand } from './command-line';
-import { CommandOutput, grantLine, mailboxLine } from './output';
+import { CommandOutput, grantLine, mailboxLine, policyText } from './output';
 
 /** A command that changes something, run in the application context (the listings: read-commands.ts). */
 export async function runCommand(app: INestApplicationContext, command: WriteCommand): Promise<CommandOutput> {
@@ -70,6 +71,15 @@ export async function runCommand(app: INestApplicationContext, command: WriteCom
       const mailbox = await app.get(MailboxService).update(OPERATOR, command.mailboxId, { source });
       return { json: mailbox, text: mailboxLine(mailbox) };
     }
+    case 'mailboxes policy get': {
+      const policy = await app.get(MailboxPolicyService).get(OPERATOR, command.mailboxId);
+      return { json: policy, text: policyText(policy) };
+    }
+    case 'mailboxes policy set': {
+      // The body was checked against SetPolicyDto before the database was opened (input-validation.ts).
+      const policy = await app.get(MailboxPolicyService).put(OPERATOR, command.mailboxId, command.policy);
+      return { json: policy, text: policyText(policy) };
+    }
     case 'mailboxes source test': {
       const result = await app.get(MailboxSourceService).test(OPERATOR, command.mailboxId);
       return {
@@ -88,6 +98,11 @@ export async function runCommand(app: INestApplicationContext, command: WriteCom
 }
 
 export function describeFailure(err: unknown): string {
-  if (err instanceof AlcartaError) return `${err.code} (${err.reason}): ${err.message}`;
+  if (err instanceof AlcartaError) {
+    // Name the field a refusal is about when its message does not (`"bob" is not an approver…`).
+    const field = err.details.field;
+    const named = typeof field === 'string' && !err.message.includes(field) ? ` [field: ${field}]` : '';
+    return `${err.code} (${err.reason}): ${err.message}${named}`;
+  }
   return err instanceof Error ? err.message : String(err);
 }

@@ -2,6 +2,9 @@ import { CreateGrantDto } from '../auth/dto/create-grant.dto';
 import { CreateTokenDto } from '../auth/dto/create-token.dto';
 import { validateBody } from '../http/validation';
 import { CreateMailboxDto } from '../mail/dto/create-mailbox.dto';
+import { SetPolicyDto } from '../approvals/dto/set-policy.dto';
+import { preparePolicy } from '../approvals/approval-policy';
+import { DEFAULT_EXPIRY_SECONDS, MAX_EXPIRY_SECONDS } from '../approvals/approval.service';
 import { WriteCommand } from './command-line';
 
 /**
@@ -28,6 +31,14 @@ export async function validateInput(command: WriteCommand): Promise<void> {
     case 'grants create':
       await validateBody(CreateGrantDto, { principal: command.principal, mailboxes: command.mailboxes });
       return;
+    case 'mailboxes policy set': {
+      const body = await validateBody(SetPolicyDto, command.policy);
+      // How the fields fit together too (the service checks again), so a bad file opens no database.
+      preparePolicy({ ...body, defaultExpirySeconds: DEFAULT_EXPIRY_SECONDS, maxExpirySeconds: MAX_EXPIRY_SECONDS });
+      // Replaced by the validated instance: what the service gets is exactly what REST would pass.
+      Object.assign(command, { policy: body });
+      return;
+    }
     default:
       return;
   }

@@ -32,3 +32,26 @@ export function mailboxLine(mailbox: {
     ...(source ? [`source=${source.host} (${source.state})`] : []),
   ].join('  ');
 }
+
+/** A mailbox's approval policy, one field a line, as `mailboxes policy get` prints it. */
+export function policyText(p: {
+  mailbox_id: string;
+  approvers: readonly string[] | null;
+  quorum: number;
+  expires_after_seconds: number | null;
+  escalate_after_seconds: number | null;
+  escalate_to: readonly string[];
+  recipients: { allow: readonly string[]; block: readonly string[]; auto_approve: boolean };
+  updated_at: string | null;
+}): string {
+  return [
+    `mailbox:     ${p.mailbox_id}`,
+    `approvers:   ${p.approvers === null ? 'anyone with approvals:decide' : p.approvers.join(', ')}`,
+    `quorum:      ${p.quorum}`,
+    `expires:     ${p.expires_after_seconds === null ? 'default' : `${p.expires_after_seconds} s`}`,
+    `escalation:  ${p.escalate_after_seconds === null ? 'none' : `after ${p.escalate_after_seconds} s to ${p.escalate_to.join(', ')}`}`,
+    `allow:       ${p.recipients.allow.join(', ') || '-'}${p.recipients.auto_approve ? ' (auto-approve)' : ''}`,
+    `block:       ${p.recipients.block.join(', ') || '-'}`,
+    `updated:     ${p.updated_at ?? 'never (no policy set)'}`,
+  ].join('\n');
+}

@@ -6,7 +6,13 @@ import { ConsoleExceptionFilter } from './console-exception.filter';
 import { ConsolePendingFeedService } from './console-pending-feed.service';
 import { ConsoleSessionGuard, CurrentSession } from './console-session.guard';
 import { ActiveSession } from './console-session.service';
-import { ConsoleDecision, ConsoleRequestsService, DECIDED_STATES } from './console-requests.service';
+import {
+  ConsoleDecision,
+  ConsoleRequestsService,
+  DECIDED_STATES,
+  DECISION_OUTCOMES,
+  DecisionOutcome,
+} from './console-requests.service';
 import { ConsoleViews } from './console-views';
 
 /** A single text query parameter; an empty one (the "all" choice of a filter) counts as absent. */
@@ -100,10 +106,24 @@ export class ConsoleRequestsController {
         title: shown.request.title,
         session,
         pendingCount,
-        notice: notice === 'decided' || notice === 'already_decided' ? notice : undefined,
+        notice: DECISION_OUTCOMES.includes(notice as DecisionOutcome) ? notice : undefined,
         ...shown,
       }),
     );
+  }
+
+  /** A mailbox's approval policy, read-only: who may decide its requests, and what else it says. */
+  @Get('mailboxes/:mailbox_id/policy')
+  async policy(
+    @CurrentSession() session: ActiveSession,
+    @Param('mailbox_id', new PathId('mbx', 'mailbox')) id: string,
+    @Res() res: Response,
+  ) {
+    const [shown, pendingCount] = await Promise.all([
+      this.requests.policy(session.caller, id),
+      this.requests.pendingCount(session.caller),
+    ]);
+    res.type('html').send(this.views.render('policy', { title: 'Approval policy', session, pendingCount, ...shown }));
   }
 
   @Post('requests/:request_id/approve')

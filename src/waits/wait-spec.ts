@@ -2,6 +2,7 @@ import { Caller } from '../kernel/caller';
 import { AccessEndReason } from '../auth/credential-revocation';
 import { AlcartaError } from '../kernel/errors';
 import { RequestState } from '../approvals/approval-request.entity';
+import { RecordedApproval } from '../approvals/approval-policy';
 import { MessageCursor } from '../mail/message-cursor';
 import { DeliveryView } from '../outbox/delivery.views';
 import { DeliveryStatus } from '../outbox/outbound-delivery.entity';
@@ -51,10 +52,14 @@ export interface WaitResult {
   requests?: WatchedRequest[];
 }
 
-/** One listed request in a request-wait result: its state and, once approved mail has one, its delivery. */
+/**
+ * One listed request in a request-wait result: its state, under a quorum above one the approvals so
+ * far (as `get_request` shows them), and, once approved mail has one, its delivery.
+ */
 export interface WatchedRequest {
   request_id: string;
   state: RequestState;
+  approvals?: RecordedApproval[];
   delivery?: DeliveryView;
 }
 

@@ -10,6 +10,7 @@ import { DeliveryFailure, DeliveryStatus } from '../outbox/outbound-delivery.ent
 import { MessageAuthentication } from '../mail/message-authentication';
 import { latestDeliveryEvent, latestRequestEvent } from './pruned-events';
 import { MessageRow, RequestRow } from './waiters';
+import { RecordedApproval } from '../approvals/approval-policy';
 
 export interface MailboxHead {
   mailboxId: string;
@@ -91,6 +92,8 @@ export class WaitRepository {
         state: RequestState;
         created_at: Date;
         decided_at: Date | null;
+        quorum: number;
+        approvals: RecordedApproval[];
         payload: RequestEventPayload | null;
         delivery_mailbox_id: string | null;
         delivery_message_id: string | null;
@@ -105,7 +108,7 @@ export class WaitRepository {
         delivery_payload: DeliveryEventPayload | null;
       }>
     >(
-      `SELECT r.id, r.state, r.created_at, r.decided_at, e.payload,
+      `SELECT r.id, r.state, r.created_at, r.decided_at, r.quorum, r.approvals, e.payload,
               d.mailbox_id AS delivery_mailbox_id, d.message_id AS delivery_message_id,
               d.status AS delivery_status, d.attempts, d.last_attempt_at, d.next_attempt_at, d.response, d.error, d.reason,
               d.updated_at AS delivery_updated_at, de.payload AS delivery_payload
@@ -142,6 +145,7 @@ export class WaitRepository {
               error: r.error,
               reason: r.reason,
             }),
+      ...(r.quorum > 1 && { approvals: r.approvals.map(({ by, at, reason }) => ({ by, at, reason })) }),
       latestDelivery:
         r.delivery_status === null
           ? undefined

@@ -1,4 +1,5 @@
 import { RequestState } from '../approvals/approval-request.entity';
+import { RecordedApproval } from '../approvals/approval-policy';
 import { Caller, Credential } from '../kernel/caller';
 import { AccessEndReason } from '../auth/credential-revocation';
 import { DeliveryEventPayload, RequestEventPayload } from '../events/event-log';
@@ -34,11 +35,18 @@ export interface RequestRow {
   /** The delivery of an approved email, and its latest status change from the event log. */
   delivery: DeliveryView | undefined;
   latestDelivery: DeliveryEventPayload | undefined;
+  /** Under a quorum above one: the approvals so far (the one completing it included). */
+  approvals?: RecordedApproval[];
 }
 
 /** A request as the `requests` of a request-wait result show it. */
 export function watchedRequest(row: RequestRow): WatchedRequest {
-  return { request_id: row.id, state: row.state, ...(row.delivery && { delivery: row.delivery }) };
+  return {
+    request_id: row.id,
+    state: row.state,
+    ...(row.approvals && { approvals: row.approvals }),
+    ...(row.delivery && { delivery: row.delivery }),
+  };
 }
 
 /**

@@ -16,8 +16,12 @@ import {
 
 const MAX = 7 * 24 * 3600;
 
-function policy(input: Parameters<typeof preparePolicy>[0] extends infer T ? Omit<T, 'maxExpirySeconds'> : never) {
-  return preparePolicy({ ...input, maxExpirySeconds: MAX });
+function policy(
+  input: Parameters<typeof preparePolicy>[0] extends infer T
+    ? Omit<T, 'maxExpirySeconds' | 'defaultExpirySeconds'>
+    : never,
+) {
+  return preparePolicy({ ...input, defaultExpirySeconds: 24 * 3600, maxExpirySeconds: MAX });
 }
 
 function refusedField(fn: () => unknown): string {
@@ -47,6 +51,15 @@ describe('approval policy', () => {
     assert.deepEqual(p.approvers, ['email:ann@example.com', 'sub:Bob', 'tok_abc']);
     assert.deepEqual(p.recipients.allow, ['example.com', 'partner.example']);
     assert.deepEqual(p.recipients.block, ['rival.example', 'x@other.example']);
+  });
+
+  it('refuses an escalation later than the default expiry of requests when the policy sets none', () => {
+    assert.equal(
+      refusedField(() => policy({ escalate_after_seconds: 2 * 24 * 3600, escalate_to: ['boss@example.com'] })),
+      'escalate_after_seconds',
+    );
+    const p = policy({ escalate_after_seconds: 23 * 3600, escalate_to: ['boss@example.com'] });
+    assert.equal(p.escalateAfterSeconds, 23 * 3600);
   });
 
   it('refuses each inconsistent or malformed field, naming it', () => {
