@@ -27,7 +27,7 @@ interface ReplyVerdict {
 }
 
 /**
- * Deciding by reply (docs/approvers.md, SPEC 15). An approver may answer an approval mail with
+ * Deciding by reply (docs/policies.md, "Deciding by reply"). An approver may answer an approval mail with
  * "approve" or "reject" as the first word (reply-decision.ts). The mail module stores every inbound
  * message, by SMTP or from a connected mailbox, through one path whose hook this service joins:
  * a message whose In-Reply-To or References names the Message-ID of an approval mail (stored on its
