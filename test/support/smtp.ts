@@ -59,7 +59,15 @@ export async function swaksExact(
   const wire = raw.replace(/^\./gm, '..');
   try {
     await writeFile(file, `${wire}.`, 'utf8');
-    const result = await swaks(port, ['--from', envelope.from, '--to', envelope.to, '--no-data-fixup', '--data', `@${file}`]);
+    const result = await swaks(port, [
+      '--from',
+      envelope.from,
+      '--to',
+      envelope.to,
+      '--no-data-fixup',
+      '--data',
+      `@${file}`,
+    ]);
     const lines = result.transcript.split('\n');
     const start = lines.findIndex((line) => /^\s*<-\s+354[ -]/.test(line)) + 1;
     const end = lines.indexOf(' -> .', start);
