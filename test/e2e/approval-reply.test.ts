@@ -3,11 +3,13 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { simpleParser } from 'mailparser';
-import { createTransport } from 'nodemailer';
+import { dovecotAccount, imapSource, secretsKey, sourceReaches } from '../support/connected-mailboxes';
 import { dkimKey, dkimSigned } from '../support/dkim';
 import { dnsZone } from '../support/dns-zone';
+import { startDovecot, TestDovecot } from '../support/dovecot';
 import { callOk, connectMcp } from '../support/mcp';
 import { activeWaits } from '../support/metrics';
+import { swaksExact } from '../support/smtp';
 import { TestSmtpRelay } from '../support/smtp-relay';
 import { requireSystemPackage } from '../support/system-packages';
 import { createMailbox, createToken, startTestServer, TestServer } from '../support/test-server';
@@ -30,12 +32,14 @@ interface RelayedMail {
 /**
  * Deciding by reply (docs/approvers.md, SPEC 15) with real mail both ways: the approval mail
  * reaches a real relay (aiosmtpd) with Alcarta's own Message-ID; the approver's reply, DKIM-signed
- * for its domain (mailauth, DNS from a table), comes back into Alcarta's SMTP with In-Reply-To
- * naming it, and decides as the approver, waking the agent's monitor_approval. Unsigned, foreign,
- * unclear and late replies decide nothing, and each gets one answer at the relay saying why; an
- * automatic reply gets none.
+ * for its domain (mailauth, DNS from a table), comes back into Alcarta's SMTP, sent by Debian's
+ * swaks byte for byte, with In-Reply-To naming it, and decides as the approver, waking the agent's
+ * monitor_approval. Unsigned, foreign, unclear and late replies decide nothing, and each gets one
+ * answer at the relay saying why; an automatic reply gets none.
  */
-describe('deciding by reply', { skip: requireSystemPackage('python3-aiosmtpd') }, () => {
+const MISSING = requireSystemPackage('python3-aiosmtpd') ?? requireSystemPackage('swaks');
+
+describe('deciding by reply', { skip: MISSING }, () => {
   let relay: TestSmtpRelay;
   let server: TestServer;
   let agent: Client;
@@ -77,8 +81,9 @@ describe('deciding by reply', { skip: requireSystemPackage('python3-aiosmtpd') }
     );
 
   /** A reply to `mail` from `from` saying `body`, DKIM-signed for the sender's domain when `signed`. */
-  const reply = async (
+  const composeReply = async (
     from: string,
+    to: string,
     mail: RelayedMail,
     body: string,
     options: { signed: boolean; headers?: string[] },
@@ -87,7 +92,7 @@ describe('deciding by reply', { skip: requireSystemPackage('python3-aiosmtpd') }
     const messageId = `<${randomUUID()}@${domain}>`;
     const raw = [
       `From: ${from}`,
-      `To: ${mailboxAddress}`,
+      `To: ${to}`,
       `Subject: Re: ${mail.subject}`,
       `Message-ID: ${messageId}`,
       `In-Reply-To: ${mail.messageId}`,
@@ -103,13 +108,24 @@ describe('deciding by reply', { skip: requireSystemPackage('python3-aiosmtpd') }
     const message = options.signed
       ? await dkimSigned(raw, { domain, selector: SELECTOR, privateKey: KEY.privateKey })
       : raw;
-    const transport = createTransport({ host: '127.0.0.1', port: server.running.smtpPort!, secure: false });
-    try {
-      const info = await transport.sendMail({ envelope: { from, to: [mailboxAddress] }, raw: message });
-      assert.match(info.response, /^250 /);
-    } finally {
-      transport.close();
-    }
+    return { messageId, message };
+  };
+  /** Sends `message` with swaks (byte for byte, so its signature holds) into the SMTP server at `port`. */
+  const sendWithSwaks = async (port: number, message: string, envelope: { from: string; to: string }) => {
+    const sent = await swaksExact(port, message, envelope);
+    assert.equal(sent.code, 0, sent.transcript);
+    const data = sent.replies.findIndex((line) => line.startsWith('354'));
+    assert.match(sent.replies[data + 1] ?? '', /^250 /, `DATA accepted:\n${sent.transcript}`);
+  };
+  /** The reply (see composeReply), sent by swaks into Alcarta's SMTP; answers its Message-ID. */
+  const reply = async (
+    from: string,
+    mail: RelayedMail,
+    body: string,
+    options: { signed: boolean; headers?: string[] },
+  ) => {
+    const { messageId, message } = await composeReply(from, mailboxAddress, mail, body, options);
+    await sendWithSwaks(server.running.smtpPort!, message, { from, to: mailboxAddress });
     return messageId;
   };
   const answerTo = (replyId: string) => relayedWhere(`the answer to ${replyId}`, (m) => m.inReplyTo === replyId);
@@ -126,7 +142,12 @@ describe('deciding by reply', { skip: requireSystemPackage('python3-aiosmtpd') }
     relay = await TestSmtpRelay.start();
     server = await startTestServer({
       dnsResolver: zone,
-      env: { ALCARTA_SMTP_PORT: '0', ALCARTA_SMTP_RELAY_URL: relay.url, ALCARTA_SMTP_RETRY_BASE_SECONDS: '1' },
+      env: {
+        ALCARTA_SMTP_PORT: '0',
+        ALCARTA_SMTP_RELAY_URL: relay.url,
+        ALCARTA_SMTP_RETRY_BASE_SECONDS: '1',
+        ALCARTA_SECRETS_KEY: secretsKey(),
+      },
     });
     mailboxId = await createMailbox(server.admin, mailboxAddress);
     const token = await createToken(server.admin, {
@@ -161,7 +182,16 @@ describe('deciding by reply', { skip: requireSystemPackage('python3-aiosmtpd') }
     const bobsMail = await approvalMail(requestId, bob);
     assert.notEqual(bobsMail.messageId, mail.messageId, 'each approval mail has its own Message-ID');
 
-    await reply(alice, mail, `Approve\n\nLooks fine\n\nOn Friday Releases wrote:\n${quoted(mail)}`, { signed: true });
+    const body = `Approve\n\nLooks fine\n\nOn Friday Releases wrote:\n${quoted(mail)}`;
+    const alicesReply = await composeReply(alice, mailboxAddress, mail, body, { signed: true });
+    // The same file through swaks to the relay, which keeps DATA as it came: swaks changes no byte.
+    const copyTo = `copy-${process.pid}@relay.example`;
+    await sendWithSwaks(relay.port, alicesReply.message, { from: alice, to: copyTo });
+    const copy = await waitFor('the copy at the relay', async () =>
+      (await relay.received()).find((m) => m.rcptTos.includes(copyTo)),
+    );
+    assert.equal(copy.raw.toString('utf8'), alicesReply.message, 'swaks sends the signed reply byte for byte');
+    await sendWithSwaks(server.running.smtpPort!, alicesReply.message, { from: alice, to: mailboxAddress });
     const woken = await waiting;
     assert.equal(woken.matched, true);
     assert.deepEqual(woken.requests, [{ request_id: requestId, state: 'approved' }]);
@@ -224,5 +254,66 @@ describe('deciding by reply', { skip: requireSystemPackage('python3-aiosmtpd') }
     const rejected = await requestState(requestId);
     assert.equal(rejected.decided_by, alice);
     assert.equal(rejected.reason, 'Not before the freeze ends');
+  });
+
+  /**
+   * The same reply arriving through a connected mailbox (docs/connected-mailboxes.md): the approver's
+   * signed reply lands in the Dovecot account's INBOX (APPENDed by a second IMAP client), the sync
+   * ingests it, and Alcarta verifies its DKIM signature itself (no trusted_authserv_ids; DMARC by
+   * the aligned signature, SPF not evaluated) before it decides.
+   */
+  describe('through a connected mailbox', { skip: requireSystemPackage('dovecot-imapd') }, () => {
+    let dovecot: TestDovecot;
+    let imapAgent: Client;
+    let account: { username: string; password: string };
+    let imapMailboxId: string;
+
+    before(async () => {
+      dovecot = await startDovecot();
+      account = await dovecotAccount(dovecot);
+      const created = await server.admin.post('/v1/mailboxes', {
+        address: account.username,
+        source: imapSource(dovecot, account),
+      });
+      assert.equal(created.status, 201, JSON.stringify(created.body));
+      assert.deepEqual(created.body.source.trusted_authserv_ids, [], 'Alcarta verifies the sender itself');
+      imapMailboxId = created.body.mailbox_id as string;
+      await sourceReaches(server.admin, imapMailboxId, 'idle');
+      const set = await server.admin.request('PUT', `/v1/mailboxes/${imapMailboxId}/approvers`, { emails: [alice] });
+      assert.equal(set.status, 200, JSON.stringify(set.body));
+      const token = await createToken(server.admin, {
+        name: 'Inbox bot',
+        scopes: ['approvals:read', 'mail:read'],
+        mailboxes: [imapMailboxId],
+      });
+      imapAgent = await connectMcp(server.url, token.secret);
+    });
+
+    after(async () => {
+      await imapAgent?.close();
+      await dovecot?.close();
+    });
+
+    it('a signed reply synced from the account decides as the approver and wakes the agent', async () => {
+      const requestId = (
+        await callOk(imapAgent, 'request_approval', { mailbox_id: imapMailboxId, title: 'Rotate the keys' })
+      ).request_id as string;
+      const waiting = callOk(imapAgent, 'monitor_approval', { request_id: requestId, timeout_seconds: BLOCK });
+      await waitFor('the parked monitor_approval', async () => (await activeWaits(server.url, 'request')) === 1);
+      const mail = await approvalMail(requestId, alice);
+      const domain = account.username.split('@')[1].replace(/\./g, '\\.');
+      assert.match(mail.messageId, new RegExp(`^<[A-Za-z0-9]{24}@${domain}>$`), 'at the mailbox’s domain');
+
+      const { message } = await composeReply(alice, account.username, mail, 'Approve. Keys are due', {
+        signed: true,
+      });
+      await dovecot.append(account.username, 'INBOX', message);
+      const woken = await waiting;
+      assert.equal(woken.matched, true, JSON.stringify(woken));
+      assert.deepEqual(woken.requests, [{ request_id: requestId, state: 'approved' }]);
+      const stored = await callOk(imapAgent, 'get_request', { request_id: requestId });
+      assert.equal(stored.decided_by, alice);
+      assert.equal(stored.reason, 'Keys are due');
+    });
   });
 });

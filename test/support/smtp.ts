@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtemp } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { connect, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -39,6 +39,48 @@ export async function swaks(port: number, args: string[]): Promise<SwaksResult> 
     .map((line) => /^\s*<(?:-|~|\*\*|~\*)\s+(\d{3}[ -].*)$/.exec(line)?.[1]?.trimEnd())
     .filter((line): line is string => line !== undefined);
   return { code, replies, transcript };
+}
+
+/**
+ * Sends `raw` (a whole RFC 5322 message, CRLF line ends) with swaks to 127.0.0.1:`port`, byte for
+ * byte: for a message whose DKIM signature must still verify on arrival. By default swaks rewrites
+ * DATA (it replaces tokens such as %DATE%, may add headers, appends a line end), so this passes
+ * `--no-data-fixup`, under which swaks sends the file as it is plus a CRLF and neither dot-stuffs nor
+ * ends DATA: the file holds the wire form, dot-stuffed and ending in the lone dot. The DATA lines
+ * of swaks's transcript are checked to be the message's own, so a swaks that changed them fails here.
+ */
+export async function swaksExact(
+  port: number,
+  raw: string,
+  envelope: { from: string; to: string },
+): Promise<SwaksResult> {
+  const dir = await mkdtemp(join(tmpdir(), 'alcarta-swaks-'));
+  const file = join(dir, 'message.eml');
+  const wire = raw.replace(/^\./gm, '..');
+  try {
+    await writeFile(file, `${wire}.`, 'utf8');
+    const result = await swaks(port, [
+      '--from',
+      envelope.from,
+      '--to',
+      envelope.to,
+      '--no-data-fixup',
+      '--data',
+      `@${file}`,
+    ]);
+    const lines = result.transcript.split('\n');
+    const start = lines.findIndex((line) => /^\s*<-\s+354[ -]/.test(line)) + 1;
+    const end = lines.indexOf(' -> .', start);
+    if (start === 0 || end < 0) throw new Error(`swaks sent no complete DATA:\n${result.transcript}`);
+    // Under --no-data-fixup swaks prints each DATA line with its CR.
+    const sent = lines.slice(start, end).map((line) => line.replace(/^ -> ?/, '').replace(/\r$/, ''));
+    if (`${sent.join('\r\n')}\r\n` !== wire) {
+      throw new Error(`swaks changed the message:\n${result.transcript}`);
+    }
+    return result;
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 }
 
 /** The reply lines of `result` with this code (e.g. '550'). */
