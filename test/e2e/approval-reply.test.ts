@@ -30,7 +30,7 @@ interface RelayedMail {
 }
 
 /**
- * Deciding by reply (docs/approvers.md, SPEC 15) with real mail both ways: the approval mail
+ * Deciding by reply (docs/policies.md, "Deciding by reply") with real mail both ways: the approval mail
  * reaches a real relay (aiosmtpd) with Alcarta's own Message-ID; the approver's reply, DKIM-signed
  * for its domain (mailauth, DNS from a table), comes back into Alcarta's SMTP, sent by Debian's
  * swaks byte for byte, with In-Reply-To naming it, and decides as the approver, waking the agent's
