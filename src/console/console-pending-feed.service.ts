@@ -12,6 +12,8 @@ import { ConsoleRequestsService } from './console-requests.service';
 import { ActiveSession, ConsoleSessionService } from './console-session.service';
 import { ConsoleViews } from './console-views';
 
+/** How many times a snapshot re-reads while the pending count moves under it. */
+const SNAPSHOT_READS = 3;
 /**
  * How long one stream lasts before the browser reconnects (after RECONNECT_MS). Each reconnect
  * passes the session guard again, so a session that expired stops streaming within this time; a
@@ -82,12 +84,21 @@ export class ConsolePendingFeedService implements DoorbellSubscriber, OnModuleDe
     clearInterval(this.keepalive);
   }
 
-  /** The pending list of `caller` (in one mailbox, or all it reaches), rendered as the page shows it. */
+  /**
+   * The pending list of `caller` (in one mailbox, or all it reaches), rendered as the page shows it.
+   * The list and the count are two reads: a request decided between them would show in the list
+   * beside a count without it. The count is read before and after the list, and the pair read
+   * again while they differ (a few times at most), so a snapshot is one state of the database.
+   */
   async snapshot(caller: Caller, mailboxId: string | undefined) {
-    const [listing, pendingCount] = await Promise.all([
-      this.requests.pending(caller, mailboxId),
-      this.requests.pendingCount(caller),
-    ]);
+    let pendingCount = await this.requests.pendingCount(caller);
+    let listing = await this.requests.pending(caller, mailboxId);
+    for (let attempt = 0; attempt < SNAPSHOT_READS; attempt++) {
+      const after = await this.requests.pendingCount(caller);
+      if (after === pendingCount) break;
+      pendingCount = after;
+      listing = await this.requests.pending(caller, mailboxId);
+    }
     const html = this.views.fragment('_pending-list', { mailboxId, ...listing });
     return { ...listing, html, pendingCount, fingerprint: fingerprintOf(`${pendingCount}\n${html}`) };
   }

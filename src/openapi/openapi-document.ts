@@ -68,7 +68,7 @@ export function buildOpenApiDocument(app: INestApplication): OpenAPIObject {
       const route = routeOf(controllers, id);
       const dtos = dtoParameters(route);
       for (const name of [dtos.body, dtos.query, ...referencedDtos(text)].filter((n) => n !== undefined)) {
-        schemas[name] = dtoSchemas[name] ?? missing(`class-validator schema of ${name}`);
+        addDtoSchema(schemas, dtoSchemas, name);
       }
       paths[path] = {
         ...paths[path],
@@ -220,4 +220,17 @@ function sortedKeys<T>(record: Record<string, T>): Record<string, T> {
 
 function missing(what: string): never {
   throw new Error(`OpenAPI document: no ${what}`);
+}
+
+/** Adds the schema of the DTO `name` and, through their `$ref`s, of the DTOs nested in it. */
+function addDtoSchema(
+  schemas: Record<string, SchemaObject>,
+  dtoSchemas: Record<string, SchemaObject>,
+  name: string,
+): void {
+  if (schemas[name]) return;
+  schemas[name] = dtoSchemas[name] ?? missing(`class-validator schema of ${name}`);
+  for (const [, nested] of JSON.stringify(schemas[name]).matchAll(/"#\/components\/schemas\/([^"]+)"/g)) {
+    if (dtoSchemas[nested]) addDtoSchema(schemas, dtoSchemas, nested);
+  }
 }
