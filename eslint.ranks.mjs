@@ -41,6 +41,8 @@ export const SRC_RANKS = {
   approvals: 6,
   smtp: 6,
   'connected-mailboxes': 6,
+  // Webhooks: endpoints, and the delivery of every event to them (the outbox's due-work loop).
+  webhooks: 6,
   // The wait engine: waits on messages, requests and deliveries.
   waits: 7,
   // What is built on waits: durable tasks, websocket wait sockets, the approvers' console.
