@@ -423,6 +423,17 @@ export class ApprovalService {
         escalateAt: escalationTime(policy, now, expiresAt),
         escalatedAt: null,
       });
+      // In addition to (not instead of) the first state change, which waits and the decision feed read.
+      await this.eventLog.appendRequestCreatedEvent(manager, {
+        type: 'request_created',
+        request_id: created.id,
+        mailbox_id: created.mailboxId,
+        kind: created.kind,
+        title: created.title,
+        created_at: created.createdAt.toISOString(),
+        expires_at: created.expiresAt.toISOString(),
+        ...(created.email && { to: created.email.to, cc: created.email.cc, subject: created.email.subject }),
+      });
       await this.eventLog.appendRequestEvent(manager, input.mailboxId, {
         type: 'request_state_changed',
         request_id: created.id,

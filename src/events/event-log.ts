@@ -44,6 +44,25 @@ export interface RequestEventPayload {
   changed_at: string;
 }
 
+/**
+ * A new approval request, to announce it where its approvers are (webhooks, `approval.requested` of
+ * the Events extension). Written beside the request's first `request_state_changed` (null → pending),
+ * which waits and the decision feed keep reading; small and without secrets: no draft bodies.
+ */
+export interface RequestCreatedEventPayload {
+  type: 'request_created';
+  request_id: string;
+  mailbox_id: string;
+  kind: 'approval' | 'send_email';
+  title: string;
+  created_at: string;
+  expires_at: string;
+  /** send_email only: the draft's recipients and subject. */
+  to?: string[];
+  cc?: string[];
+  subject?: string;
+}
+
 /** A pending request that nobody decided by its policy's escalation time (docs/policies.md). */
 export interface EscalationEventPayload {
   type: 'request_escalated';
@@ -83,6 +102,20 @@ export class EventLog {
       payload: { ...payload },
     });
     await this.ring(manager, encodeDoorbell({ kind: 'request', mailboxId, requestId: payload.request_id }));
+  }
+
+  /**
+   * Rings nothing: request waits wake on state changes only, and the request's first state change
+   * (to pending) is appended in the same transaction and rings.
+   */
+  async appendRequestCreatedEvent(manager: EntityManager, payload: RequestCreatedEventPayload): Promise<void> {
+    await this.insert(manager, {
+      type: payload.type,
+      mailboxId: payload.mailbox_id,
+      messageId: null,
+      requestId: payload.request_id,
+      payload: { ...payload },
+    });
   }
 
   /**

@@ -3,6 +3,7 @@ import { Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, Primary
 export type EventType =
   | 'message_received'
   | 'message_sent'
+  | 'request_created'
   | 'request_state_changed'
   | 'request_escalated'
   | 'message_delivery_changed'
@@ -21,6 +22,8 @@ export type EventType =
 @Index('events_created_at', ['createdAt'])
 /** The decision feed of the Events extension, in commit-safe order (partial; owned by the migration). */
 @Index('events_decisions', { synchronize: false })
+/** The feed of new requests (`approval.requested`), likewise. */
+@Index('events_requests_created', { synchronize: false })
 export class EventEntity {
   @PrimaryGeneratedColumn('identity', { type: 'bigint', generatedIdentity: 'ALWAYS' })
   id: string;
@@ -58,7 +61,7 @@ export class EventEntity {
 
   /**
    * The id of the transaction that wrote the row (xid8 as a bigint), set by the database: the order
-   * in which the decision feed reads (EventRepository.decisionsAfter). NULL for rows written before.
+   * in which the request feeds read (EventRepository.requestEventsAfter). NULL for rows written before.
    */
   @Column({
     type: 'bigint',

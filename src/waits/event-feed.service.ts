@@ -2,8 +2,8 @@ import { Injectable } from '@nestjs/common';
 import { RequestState, TERMINAL_STATES } from '../approvals/approval-request.entity';
 import { Caller } from '../kernel/caller';
 import { notFound } from '../kernel/errors';
-import { DecisionCursor } from '../events/decision-cursor';
-import { EventRepository } from '../events/event.repository';
+import { DecisionCursor, RequestFeed } from '../events/decision-cursor';
+import { DecisionRow, EventRepository } from '../events/event.repository';
 import { WaitService } from './wait.service';
 import { MAX_EVENTS } from './waiters';
 
@@ -48,12 +48,14 @@ export interface DecisionFeedFilter {
   states?: RequestState[];
 }
 
+export type CreatedFeedFilter = Omit<DecisionFeedFilter, 'states'>;
+
 /**
- * The feeds behind the Events extension (docs/agents.md, "Protocol revisions"): new inbound mail
- * and approval decisions, each after one of Alcarta's cursors, scoped to what the caller's token
- * may see. New mail is a message wait that checks once (the wait engine and the message cursor of
- * `email_await` and `list_messages`); decisions are request transitions of the event log in
- * commit-safe order (DecisionCursor). Pages never block: the extension's poll mode is
+ * The feeds behind the Events extension (docs/agents.md, "Protocol revisions"): new inbound mail,
+ * new approval requests and approval decisions, each after one of Alcarta's cursors, scoped to what
+ * the caller's token may see. New mail is a message wait that checks once (the wait engine and the message cursor of
+ * `email_await` and `list_messages`); new requests and decisions are request events of the event log
+ * in commit-safe order (DecisionCursor). Pages never block: the extension's poll mode is
  * request/response.
  */
 @Injectable()
@@ -68,7 +70,7 @@ export class EventFeedService {
     return caller.hasScope('mail:read');
   }
 
-  /** Whether the caller may read the feed of decisions (the scope of request waits). */
+  /** Whether the caller may read the feeds of new requests and decisions (the scope of request waits). */
   readsDecisions(caller: Caller): boolean {
     return caller.hasScope('approvals:read');
   }
@@ -93,26 +95,7 @@ export class EventFeedService {
 
   /** Decided requests (approved, rejected, expired, cancelled) after the cursor. */
   async requestsDecided(caller: Caller, filter: DecisionFeedFilter, page: PageOptions): Promise<FeedPage> {
-    if (filter.mailbox_id !== undefined && !caller.canSeeMailbox(filter.mailbox_id)) {
-      throw notFound('mailbox', filter.mailbox_id);
-    }
-    const query = {
-      access: caller.mailboxAccess,
-      mailboxId: filter.mailbox_id,
-      requestIds: filter.request_ids,
-      states: filter.states ?? TERMINAL_STATES,
-    };
-    if (page.cursor === null) {
-      const { horizon } = await this.events.decisionsAfter(DecisionCursor.before(0n), query, 0);
-      return { events: [], cursor: DecisionCursor.before(horizon).toString(), hasMore: false, truncated: false };
-    }
-    const after = DecisionCursor.parse(page.cursor);
-    const { horizon, rows } = await this.events.decisionsAfter(after, query, page.maxEvents + 1);
-    const hasMore = rows.length > page.maxEvents;
-    const shown = rows.slice(0, page.maxEvents);
-    // A page that is not full read everything below the horizon: the next one starts there.
-    const next = hasMore ? shown[shown.length - 1].position : after.max(DecisionCursor.before(horizon));
-    const events = shown.map((r) => ({
+    return this.requestFeed('request_state_changed', 'approval.decided', caller, filter, page, (r) => ({
       id: r.payload.request_id,
       timestamp: r.payload.changed_at,
       data: {
@@ -123,7 +106,45 @@ export class EventFeedService {
         changed_at: r.payload.changed_at,
       },
     }));
-    return { ...recent(events, page.maxAgeMs), cursor: next.toString(), hasMore };
+  }
+
+  /** New requests after the cursor: the `request_created` events, without `type`. */
+  async requestsCreated(caller: Caller, filter: CreatedFeedFilter, page: PageOptions): Promise<FeedPage> {
+    return this.requestFeed('request_created', 'approval.requested', caller, filter, page, (r) => {
+      const { type: _type, ...data } = r.payload;
+      return { id: data.request_id, timestamp: data.created_at, data };
+    });
+  }
+
+  /** One page of a feed of request events of the event log, in commit-safe order (DecisionCursor). */
+  private async requestFeed<T extends 'request_state_changed' | 'request_created'>(
+    type: T,
+    feed: RequestFeed,
+    caller: Caller,
+    filter: DecisionFeedFilter,
+    page: PageOptions,
+    toEvent: (row: DecisionRow<T>) => FeedEvent,
+  ): Promise<FeedPage> {
+    if (filter.mailbox_id !== undefined && !caller.canSeeMailbox(filter.mailbox_id)) {
+      throw notFound('mailbox', filter.mailbox_id);
+    }
+    const query = {
+      access: caller.mailboxAccess,
+      mailboxId: filter.mailbox_id,
+      requestIds: filter.request_ids,
+      states: type === 'request_state_changed' ? (filter.states ?? TERMINAL_STATES) : null,
+    };
+    if (page.cursor === null) {
+      const { horizon } = await this.events.requestEventsAfter(type, DecisionCursor.before(0n, feed), query, 0);
+      return { events: [], cursor: DecisionCursor.before(horizon, feed).toString(), hasMore: false, truncated: false };
+    }
+    const after = DecisionCursor.parse(page.cursor, feed);
+    const { horizon, rows } = await this.events.requestEventsAfter(type, after, query, page.maxEvents + 1);
+    const hasMore = rows.length > page.maxEvents;
+    const shown = rows.slice(0, page.maxEvents);
+    // A page that is not full read everything below the horizon: the next one starts there.
+    const next = hasMore ? shown[shown.length - 1].position : after.max(DecisionCursor.before(horizon, feed));
+    return { ...recent(shown.map(toEvent), page.maxAgeMs), cursor: next.toString(), hasMore };
   }
 }
 

@@ -49,6 +49,13 @@ const approvalDecidedArguments = z
   })
   .strict();
 
+const approvalRequestedArguments = z
+  .object({
+    mailbox_id: mailboxId,
+    request_ids: z.array(z.string().min(1)).min(1).max(100).optional().describe('Only these requests (chk_…).'),
+  })
+  .strict();
+
 const AUTHENTICATION = {
   type: 'object',
   properties: { spf: { type: 'string' }, dkim: { type: 'string' }, dmarc: { type: 'string' }, arc: { type: 'string' } },
@@ -99,6 +106,30 @@ const EVENT_TYPES = {
     readable: (feeds: EventFeedService, caller: Caller) => feeds.readsDecisions(caller),
     poll: (feeds: EventFeedService, caller: Caller, args: unknown, page: PageOptions) =>
       feeds.requestsDecided(caller, args as z.output<typeof approvalDecidedArguments>, page),
+  },
+  'approval.requested': {
+    description:
+      'A new approval request in your mailboxes (the request_created event), to announce it where its approvers ' +
+      'are. send_email requests carry their recipients and subject, never their body.',
+    arguments: approvalRequestedArguments,
+    payloadSchema: {
+      type: 'object',
+      properties: {
+        request_id: { type: 'string' },
+        mailbox_id: { type: 'string' },
+        kind: { type: 'string', enum: ['approval', 'send_email'] },
+        title: { type: 'string' },
+        created_at: { type: 'string', format: 'date-time' },
+        expires_at: { type: 'string', format: 'date-time' },
+        to: { type: 'array', items: { type: 'string' } },
+        cc: { type: 'array', items: { type: 'string' } },
+        subject: { type: 'string' },
+      },
+      required: ['request_id', 'mailbox_id', 'kind', 'title', 'created_at', 'expires_at'],
+    },
+    readable: (feeds: EventFeedService, caller: Caller) => feeds.readsDecisions(caller),
+    poll: (feeds: EventFeedService, caller: Caller, args: unknown, page: PageOptions) =>
+      feeds.requestsCreated(caller, args as z.output<typeof approvalRequestedArguments>, page),
   },
 } as const;
 type EventName = keyof typeof EVENT_TYPES;
