@@ -83,11 +83,11 @@ describe('Events extension at 2026-07-28', () => {
     assert.deepEqual(agentA.getServerCapabilities()?.extensions?.[EVENTS], {});
   });
 
-  it('lists email.received and approval.decided with poll delivery, argument and payload schemas', async () => {
+  it('lists email.received, approval.decided and approval.requested with poll delivery, argument and payload schemas', async () => {
     const { events } = await list(agentA);
     assert.deepEqual(
       events.map((e) => e.name),
-      ['email.received', 'approval.decided'],
+      ['email.received', 'approval.decided', 'approval.requested'],
     );
     for (const e of events) {
       assert.deepEqual(e.delivery, ['poll']);
@@ -97,6 +97,15 @@ describe('Events extension at 2026-07-28', () => {
     }
     assert.ok('mailbox_id' in events[0].inputSchema.properties);
     assert.ok('request_ids' in events[1].inputSchema.properties);
+    assert.deepEqual(Object.keys(events[2].inputSchema.properties).sort(), ['mailbox_id', 'request_ids']);
+    assert.deepEqual(events[2].payloadSchema.required, [
+      'request_id',
+      'mailbox_id',
+      'kind',
+      'title',
+      'created_at',
+      'expires_at',
+    ]);
   });
 
   it('lists only the event types the token scopes allow, and polls others as unknown (-32011)', async () => {
@@ -107,8 +116,9 @@ describe('Events extension at 2026-07-28', () => {
         (await list(client)).events.map((e) => e.name),
         ['email.received'],
       );
-      const err = await errorOf(poll(client, { name: 'approval.decided', cursor: null }));
-      assert.equal(err.code, -32011);
+      for (const name of ['approval.decided', 'approval.requested']) {
+        assert.equal((await errorOf(poll(client, { name, cursor: null }))).code, -32011, name);
+      }
       assert.equal((await errorOf(poll(client, { name: 'no.such.event' }))).code, -32011);
     } finally {
       await client.close();
@@ -277,9 +287,126 @@ describe('Events extension at 2026-07-28', () => {
     assert.equal(seen.length, requests.length, 'nothing after the last one');
   });
 
+  it('approval.requested: a request an agent creates is announced once, with its request_created fields, before its decision', async () => {
+    const sender = await createToken(server.admin, { scopes: ['mail:send', 'approvals:read'], mailboxes: [mailboxA] });
+    const senderClient = await connectMcp2026(server.url, sender.secret, { capabilities: DECLARES_EVENTS });
+    try {
+      const start = await poll(agentA, { name: 'approval.requested', cursor: null });
+      assert.deepEqual(start.events, []);
+      assert.match(start.cursor, /^rc1\./);
+      const decisionStart = await poll(agentA, { name: 'approval.decided', cursor: null });
+      const approval = await callOk2026(agentA, 'request_approval', {
+        mailbox_id: mailboxA,
+        title: 'Announce me',
+        details: 'not in the event',
+        expires_in_seconds: 600,
+      });
+      const email = await callOk2026(senderClient, 'send_email', {
+        mailbox_id: mailboxA,
+        to: ['customer@example.org'],
+        cc: ['manager@example.org'],
+        subject: 'Your order',
+        text: 'secret body text',
+      });
+
+      const seen: PollResult['events'] = [];
+      let cursor = start.cursor;
+      await waitFor(
+        'both new requests',
+        async () => {
+          const page = await poll(agentA, { name: 'approval.requested', cursor, maxEvents: 1 });
+          seen.push(...page.events);
+          cursor = page.cursor;
+          return seen.length >= 2;
+        },
+        { timeoutMs: 30_000 },
+      );
+      assert.match(cursor, /^rc1\./);
+      assert.deepEqual(
+        seen.map((e) => [e.name, e.eventId]),
+        [
+          ['approval.requested', approval.request_id],
+          ['approval.requested', email.request_id],
+        ],
+      );
+      const stored = await callOk2026(agentA, 'get_request', { request_id: approval.request_id });
+      assert.deepEqual(seen[0].data, {
+        request_id: approval.request_id,
+        mailbox_id: mailboxA,
+        kind: 'approval',
+        title: 'Announce me',
+        created_at: stored.created_at,
+        expires_at: approval.expires_at,
+      });
+      assert.equal(seen[0].timestamp, seen[0].data.created_at);
+      const storedEmail = await callOk2026(agentA, 'get_request', { request_id: email.request_id });
+      assert.deepEqual(seen[1].data, {
+        request_id: email.request_id,
+        mailbox_id: mailboxA,
+        kind: 'send_email',
+        title: storedEmail.title,
+        created_at: storedEmail.created_at,
+        expires_at: email.expires_at,
+        to: ['customer@example.org'],
+        cc: ['manager@example.org'],
+        subject: 'Your order',
+      });
+      assert.ok(!JSON.stringify(seen).includes('secret body text'), 'no draft body in the event');
+      assert.deepEqual((await poll(agentA, { name: 'approval.requested', cursor })).events, [], 'nothing repeats');
+      const onlyEmail = await poll(agentA, {
+        name: 'approval.requested',
+        arguments: { request_ids: [email.request_id] },
+        cursor: start.cursor,
+      });
+      assert.deepEqual(
+        onlyEmail.events.map((e) => e.eventId),
+        [email.request_id],
+      );
+
+      // The decision feed is unchanged: a creation is no decision; the approval comes as before.
+      assert.equal((await server.admin.post(`/v1/requests/${approval.request_id}/approve`, {})).status, 200);
+      let decided: PollResult['events'] = [];
+      await waitFor(
+        'the decision',
+        async () => {
+          decided = (
+            await poll(agentA, {
+              name: 'approval.decided',
+              arguments: { request_ids: [approval.request_id, email.request_id] },
+              cursor: decisionStart.cursor,
+            })
+          ).events;
+          return decided.length >= 1;
+        },
+        { timeoutMs: 30_000 },
+      );
+      assert.deepEqual(
+        decided.map((e) => [e.eventId, e.data.previous_state, e.data.state]),
+        [[approval.request_id, 'pending', 'approved']],
+      );
+      // In the log: request_created, then the first state change (null → pending) of the same
+      // transaction, then the decision.
+      const logged = await server.db.query<{ type: string; state: string | null }>(
+        `SELECT type, payload->>'state' AS state FROM events WHERE request_id = $1 ORDER BY id`,
+        [approval.request_id],
+      );
+      assert.deepEqual(
+        logged.map((e) => [e.type, e.state]),
+        [
+          ['request_created', null],
+          ['request_state_changed', 'pending'],
+          ['request_state_changed', 'approved'],
+        ],
+      );
+    } finally {
+      await senderClient.close();
+    }
+  });
+
   it("never shows another token's mailboxes or requests", async () => {
     const mailStart = await poll(agentB, { name: 'email.received', cursor: null });
     const decisionStart = await poll(agentB, { name: 'approval.decided', cursor: null });
+    const requestedStart = await poll(agentB, { name: 'approval.requested', cursor: null });
     await ingest(server.admin, mailboxA, { subject: 'for A only' });
     const request = await callOk2026(agentA, 'request_approval', { mailbox_id: mailboxA, title: 'A only' });
     assert.equal((await server.admin.post(`/v1/requests/${request.request_id}/approve`, {})).status, 200);
@@ -305,9 +432,11 @@ describe('Events extension at 2026-07-28', () => {
     );
     const decisions = await poll(agentB, { name: 'approval.decided', cursor: decisionStart.cursor });
     assert.deepEqual(decisions.events, []);
+    const requested = await poll(agentB, { name: 'approval.requested', cursor: requestedStart.cursor });
+    assert.deepEqual(requested.events, []);
 
     // Naming A's mailbox is "not found", as everywhere in Alcarta (-32602 here).
-    for (const name of ['email.received', 'approval.decided']) {
+    for (const name of ['email.received', 'approval.decided', 'approval.requested']) {
       const err = await errorOf(poll(agentB, { name, arguments: { mailbox_id: mailboxA }, cursor: null }));
       assert.equal(err.code, -32602, name);
       assert.match(err.message, /mailbox/);
@@ -320,7 +449,11 @@ describe('Events extension at 2026-07-28', () => {
   it('answers bad cursors and bad arguments with -32602, never a server error', async () => {
     const messageCursor = (await poll(agentA, { name: 'email.received', cursor: null })).cursor;
     const decisionCursor = (await poll(agentA, { name: 'approval.decided', cursor: null })).cursor;
+    const requestedCursor = (await poll(agentA, { name: 'approval.requested', cursor: null })).cursor;
     const cases: Array<[string, Record<string, unknown>]> = [
+      ['decision cursor for new requests', { name: 'approval.requested', cursor: decisionCursor }],
+      ['new-request cursor for decisions', { name: 'approval.decided', cursor: requestedCursor }],
+      ['states for new requests', { name: 'approval.requested', arguments: { states: ['approved'] }, cursor: null }],
       ['garbage cursor', { name: 'email.received', cursor: 'not-a-cursor' }],
       ['decision cursor for mail', { name: 'email.received', cursor: decisionCursor }],
       ['message cursor for decisions', { name: 'approval.decided', cursor: messageCursor }],

@@ -141,6 +141,31 @@ describe('request waits', () => {
     assertMatched(await awaitRequests([id], { states: ['pending'] }), [[id, 'pending', null]], [[id, 'pending']]);
   });
 
+  it("a new request's request_created event wakes no wait and is in no result: waits see state changes only", async () => {
+    const watched = await newRequest();
+    const pending = awaitRequests([watched]);
+    await parked();
+    // A new request in the same mailbox appends request_created (and its own first state change).
+    const created = await newRequest();
+    const logged = await server.db.query<{ type: string }>(
+      `SELECT type FROM events WHERE request_id = $1 ORDER BY id`,
+      [created],
+    );
+    assert.deepEqual(
+      logged.map((e) => e.type),
+      ['request_created', 'request_state_changed'],
+    );
+    assert.equal(await activeWaits(server.url, 'request'), 1, 'the wait is still parked');
+    // Its result, when it does end, holds the decision only, as before request_created existed.
+    await decide(watched, 'reject');
+    assertMatched(await pending, [[watched, 'rejected', 'pending']], [[watched, 'rejected']]);
+    assertMatched(
+      await awaitRequests([created], { states: ['pending'] }),
+      [[created, 'pending', null]],
+      [[created, 'pending']],
+    );
+  });
+
   it('states: ["rejected"] is not woken by an approval, only by a rejection', async () => {
     const [approved, rejected] = [await newRequest(), await newRequest()];
     const pending = awaitRequests([approved, rejected], { states: ['rejected'] });
