@@ -1,7 +1,8 @@
 import { isIP } from 'node:net';
 
 /** A DNS host name: labels of letters, digits, hyphens and underscores, separated by dots. */
-const HOST_NAME = /^(?=.{1,253}$)[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*$/;
+const HOST_NAME =
+  /^(?=.{1,253}$)[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*$/;
 
 /**
  * The entries of ALCARTA_WEBHOOK_ALLOWED_HOSTS: comma-separated, blanks ignored, written as they

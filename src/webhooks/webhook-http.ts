@@ -109,10 +109,7 @@ function parseTarget(raw: string, allowedHosts: readonly string[]): Target | str
   if (isIP(hostname)) {
     const refusal = connectionRefusal(allowedHosts, hostname, hostname);
     if (refusal) return refusal;
-  } else if (
-    (hostname === 'localhost' || hostname.endsWith('.localhost')) &&
-    !allowedHosts.includes(hostname)
-  ) {
+  } else if ((hostname === 'localhost' || hostname.endsWith('.localhost')) && !allowedHosts.includes(hostname)) {
     // RFC 6761: such names are loopback; refusing them here spares a doomed endpoint.
     return `${hostname} is a loopback name; list it in ALCARTA_WEBHOOK_ALLOWED_HOSTS to allow it`;
   }
