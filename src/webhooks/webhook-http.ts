@@ -194,7 +194,7 @@ export async function postWebhook(
     headers: { 'content-type': 'application/json', ...headers, 'content-length': String(payload.length) },
     // No pooled socket: each delivery connects anew, through the guarded lookup.
     agent: false,
-    lookup: guardedLookup(options.allowedHosts, options.lookup ?? systemLookup) as RequestOptions['lookup'],
+    lookup: guardedLookup(options.allowedHosts, options.lookup ?? systemLookup),
   };
   const send = target.url.protocol === 'https:' ? httpsRequest : httpRequest;
   return new Promise<WebhookHttpOutcome>((resolve) => {
