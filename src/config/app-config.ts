@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { Environment } from './environment';
 import { trustedProxyEntries } from './trusted-proxies';
+import { webhookAllowedHostEntries } from './webhook-allowed-hosts';
 
 /** The ALCARTA_SMTP_RELAY_URL that keeps outbound mail in the console instead of sending it. */
 export const KEEP_IN_CONSOLE_RELAY = 'console:';
@@ -56,6 +57,8 @@ export class AppConfig {
   readonly consoleAttemptsPerMinute: number;
   /** Proxies whose X-Forwarded-For names the client (Express `trust proxy`); empty: none. */
   readonly trustedProxies: readonly string[];
+  /** Webhook targets allowed although private (host names or addresses); empty: public ones only. */
+  readonly webhookAllowedHosts: readonly string[];
   /** Undefined: no SMTP listener. */
   readonly smtpPort: number | undefined;
   readonly smtpHostname: string;
@@ -148,6 +151,7 @@ export class AppConfig {
     this.rateLimitPerSecond = env.ALCARTA_RATE_LIMIT_PER_SECOND;
     this.consoleAttemptsPerMinute = env.ALCARTA_CONSOLE_ATTEMPTS_PER_MINUTE;
     this.trustedProxies = trustedProxyEntries(env.ALCARTA_TRUSTED_PROXIES);
+    this.webhookAllowedHosts = webhookAllowedHostEntries(env.ALCARTA_WEBHOOK_ALLOWED_HOSTS);
     this.smtpPort = env.ALCARTA_SMTP_PORT === 'off' ? undefined : Number(env.ALCARTA_SMTP_PORT);
     this.smtpHostname = env.ALCARTA_SMTP_HOSTNAME ?? hostname();
     this.smtpTls =

@@ -1,6 +1,7 @@
 import { plainToInstance, Transform, Type } from 'class-transformer';
 import { IsIn, IsInt, IsOptional, IsString, IsUrl, Matches, Max, Min, ValidateBy, validateSync } from 'class-validator';
 import { isTrustedProxyEntry, trustedProxyEntries } from './trusted-proxies';
+import { isWebhookAllowedHostEntry, webhookAllowedHostEntries } from './webhook-allowed-hosts';
 
 const emptyToUndefined = ({ value }: { value: unknown }): unknown =>
   typeof value === 'string' && value.trim() === '' ? undefined : value;
@@ -266,6 +267,23 @@ export class Environment {
     },
   })
   ALCARTA_TRUSTED_PROXIES: string = '';
+
+  /**
+   * Webhook targets allowed although private: comma-separated host names or IP addresses. Webhooks
+   * are never sent to loopback, private (RFC 1918, 100.64.0.0/10), link-local, unique-local,
+   * multicast, reserved or cloud metadata addresses, checked at every connection, unless the URL's
+   * host name or the address connected to is listed. Empty: only public addresses.
+   */
+  @ValidateBy({
+    name: 'isWebhookAllowedHostList',
+    validator: {
+      validate: (value: unknown) =>
+        typeof value === 'string' && webhookAllowedHostEntries(value).every(isWebhookAllowedHostEntry),
+      defaultMessage: () =>
+        'ALCARTA_WEBHOOK_ALLOWED_HOSTS must list host names or IP addresses (no ranges, ports or URLs), separated by commas',
+    },
+  })
+  ALCARTA_WEBHOOK_ALLOWED_HOSTS: string = '';
 
   /** The inbound SMTP port, or `off`. */
   @Matches(/^(off|\d{1,5})$/, { message: 'ALCARTA_SMTP_PORT must be a port number or "off"' })

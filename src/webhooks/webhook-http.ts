@@ -1,20 +1,178 @@
+import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
+import { request as httpRequest, type IncomingMessage, type RequestOptions } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { isIP } from 'node:net';
+import ipaddr from 'ipaddr.js';
+import { invalidRequest } from '../kernel/errors';
+
 /** What a webhook POST came to: the endpoint's answer, or why there was none. */
 export type WebhookHttpOutcome =
-  | { kind: 'response'; status: number; durationMs: number }
+  /** `bytesRead`: how much of the answer's body was read (at most `maxResponseBytes`). */
+  | { kind: 'response'; status: number; durationMs: number; bytesRead: number }
   /** `refused`: the target is not allowed (a private address, a redirect…); nothing was sent. */
   | { kind: 'error'; error: string; refused: boolean; durationMs: number };
+
+/** Resolves a host name to its addresses (dns.lookup with `all: true` unless a test injects one). */
+export type WebhookLookup = (hostname: string) => Promise<readonly string[]>;
 
 /** The limits of one webhook POST (docs/webhooks.md, "Safe targets"). */
 export interface WebhookHttpOptions {
   /** ALCARTA_WEBHOOK_ALLOWED_HOSTS: host names or addresses allowed although private. */
   allowedHosts: readonly string[];
+  /** For the whole exchange: connection, request and the answer's body. */
   timeoutMs: number;
   maxResponseBytes: number;
+  lookup?: WebhookLookup;
+}
+
+/** The limits the delivery engine uses (SPEC 17, "Safe targets"). */
+export const WEBHOOK_TIMEOUT_MS = 10_000;
+export const WEBHOOK_MAX_RESPONSE_BYTES = 64 * 1024;
+
+/** Cloud instance metadata services: named in refusals, as they are what an attacker aims at. */
+const METADATA_ADDRESSES = new Set(['169.254.169.254', 'fd00:ec2::254']);
+
+/**
+ * Why webhooks may not connect to `address`, or undefined when it is a public unicast address.
+ * IPv4-mapped IPv6 addresses (::ffff:127.0.0.1) are judged as the IPv4 address they reach. Only
+ * ipaddr.js's `unicast` range is public, and in IPv6 only within global unicast (2000::/3), so
+ * that IPv4-compatible (::127.0.0.1), translated and other special forms are refused as well.
+ */
+export function addressRefusal(address: string): string | undefined {
+  // Strictly an address as resolvers write it (ipaddr.js also takes inet_aton forms such as 1.2.3).
+  if (isIP(address) === 0) return 'not an IP address';
+  const parsed = ipaddr.process(address);
+  if (METADATA_ADDRESSES.has(parsed.toString())) return 'a cloud metadata address';
+  const range = parsed.range();
+  if (range !== 'unicast') return `a ${RANGE_NAMES[range] ?? `special-purpose (${range})`} address`;
+  if (parsed instanceof ipaddr.IPv6 && !parsed.match(GLOBAL_UNICAST_V6)) return 'a reserved IPv6 address';
+  return undefined;
+}
+
+const GLOBAL_UNICAST_V6 = ipaddr.IPv6.parseCIDR('2000::/3');
+
+const RANGE_NAMES: Record<string, string> = {
+  unspecified: 'unspecified',
+  broadcast: 'broadcast',
+  multicast: 'multicast',
+  linkLocal: 'link-local',
+  loopback: 'loopback',
+  carrierGradeNat: 'private (carrier-grade NAT)',
+  private: 'private',
+  uniqueLocal: 'unique-local',
+  reserved: 'reserved',
+};
+
+/** `address` as allow-list entries are compared: IPv4-mapped IPv6 as IPv4, IPv6 compressed. */
+function canonicalAddress(address: string): string {
+  return ipaddr.process(address).toString();
+}
+
+/** Whether the URL's host name or the address connected to is in ALCARTA_WEBHOOK_ALLOWED_HOSTS. */
+function isAllowed(allowedHosts: readonly string[], hostname: string, address: string): boolean {
+  const canonical = canonicalAddress(address);
+  return allowedHosts.some(
+    (entry) => entry === hostname || (isIP(entry) !== 0 && canonicalAddress(entry) === canonical),
+  );
+}
+
+/** Why webhooks may not connect to `address` for `hostname`, allow-list included. */
+function connectionRefusal(allowedHosts: readonly string[], hostname: string, address: string): string | undefined {
+  const refusal = addressRefusal(address);
+  if (refusal === undefined || isAllowed(allowedHosts, hostname, address)) return undefined;
+  const shown = hostname === address ? address : `${hostname} (${address})`;
+  return `${shown} is ${refusal}; list it in ALCARTA_WEBHOOK_ALLOWED_HOSTS to allow it`;
+}
+
+/** A parsed target: its host name as compared (no brackets, lower case, no trailing dot). */
+interface Target {
+  url: URL;
+  hostname: string;
 }
 
 /**
- * POSTs `body` to `url` with `headers`. Stub until the target guard lands: it follows no redirect,
- * stops after the timeout and reads at most `maxResponseBytes` of the answer.
+ * The URL as a webhook target, or why it is not one: http(s) only, no credentials, and a literal
+ * IP address (which WHATWG URL has normalized: 127.1 and 2130706433 are 127.0.0.1) or a
+ * `localhost` name must be allowed.
+ */
+function parseTarget(raw: string, allowedHosts: readonly string[]): Target | string {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    return 'not a valid absolute URL';
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return `the scheme ${url.protocol} is not http: or https:`;
+  if (url.username !== '' || url.password !== '') return 'credentials in the URL are not allowed';
+  const hostname = url.hostname.replace(/^\[(.*)\]$/, '$1').replace(/\.$/, '');
+  if (hostname === '') return 'the URL has no host';
+  if (isIP(hostname)) {
+    const refusal = connectionRefusal(allowedHosts, hostname, hostname);
+    if (refusal) return refusal;
+  } else if ((hostname === 'localhost' || hostname.endsWith('.localhost')) && !allowedHosts.includes(hostname)) {
+    // RFC 6761: such names are loopback; refusing them here spares a doomed endpoint.
+    return `${hostname} is a loopback name; list it in ALCARTA_WEBHOOK_ALLOWED_HOSTS to allow it`;
+  }
+  return { url, hostname };
+}
+
+/**
+ * Checks a webhook URL when an endpoint is created or changed: http(s) only, no credentials, no
+ * refused literal address. Throws 400 `invalid_url` naming the field `url`. A host name is
+ * resolved and checked at each delivery instead (its addresses may change).
+ */
+export function assertWebhookUrl(url: string, allowedHosts: readonly string[] = []): void {
+  const target = parseTarget(url, allowedHosts);
+  if (typeof target === 'string') {
+    throw invalidRequest('invalid_url', `The webhook URL is refused: ${target}.`, { field: 'url' });
+  }
+}
+
+/** The error a refused connection fails with: the request never reaches a socket. */
+class RefusedTarget extends Error {}
+
+type LookupCallback = (err: Error | null, address: string | LookupAddress[], family?: number) => void;
+
+/**
+ * The `lookup` of the request's socket: resolves the host name and refuses it when any of its
+ * addresses is refused, so the address connected to is one that was checked (a name that
+ * answered a public address when the endpoint was saved cannot rebind to a private one).
+ */
+function guardedLookup(allowedHosts: readonly string[], resolve: WebhookLookup) {
+  return (hostname: string, options: LookupOptions, callback: LookupCallback): void => {
+    const name = hostname.toLowerCase().replace(/\.$/, '');
+    resolve(name).then(
+      (addresses) => {
+        if (addresses.length === 0) return callback(new Error(`${name} has no address`), []);
+        for (const address of addresses) {
+          const refusal = connectionRefusal(allowedHosts, name, address);
+          if (refusal) return callback(new RefusedTarget(refusal), []);
+        }
+        const found = addresses.map((address) => ({ address, family: isIP(address) }));
+        const wanted = options.family ? found.filter((a) => a.family === options.family) : found;
+        if (wanted.length === 0) return callback(new Error(`${name} has no IPv${options.family} address`), []);
+        if (options.all) callback(null, wanted);
+        else callback(null, wanted[0].address, wanted[0].family);
+      },
+      (err: Error) => callback(err, []),
+    );
+  };
+}
+
+/** dns.lookup with every address (the system resolver, as any other connection of the server). */
+function systemLookup(hostname: string): Promise<readonly string[]> {
+  return new Promise((resolve, reject) => {
+    dnsLookup(hostname, { all: true }, (err, addresses) =>
+      err ? reject(err) : resolve(addresses.map((a) => a.address)),
+    );
+  });
+}
+
+/**
+ * POSTs `body` to `url` with `headers`, on a fresh connection whose address is checked (see
+ * guardedLookup; a literal address is checked before). A redirect is an answer like any other,
+ * never followed; the whole exchange is cut after `timeoutMs`, and at most `maxResponseBytes` of
+ * the answer are read before the connection is closed.
  */
 export async function postWebhook(
   url: string,
@@ -23,25 +181,56 @@ export async function postWebhook(
   options: WebhookHttpOptions,
 ): Promise<WebhookHttpOutcome> {
   const started = Date.now();
-  try {
-    const res = await fetch(url, {
-      method: 'POST',
-      body,
-      headers: { 'content-type': 'application/json', ...headers },
-      redirect: 'manual',
-      signal: AbortSignal.timeout(options.timeoutMs),
-    });
-    await res.body?.cancel();
-    return { kind: 'response', status: res.status, durationMs: Date.now() - started };
-  } catch (err) {
-    return { kind: 'error', error: (err as Error).message, refused: false, durationMs: Date.now() - started };
+  const target = parseTarget(url, options.allowedHosts);
+  if (typeof target === 'string') {
+    return { kind: 'error', error: target, refused: true, durationMs: Date.now() - started };
   }
-}
-
-/**
- * Checks a webhook URL when an endpoint is created or changed: http(s) only. Throws 400
- * `invalid_url`. Stub until the target guard lands.
- */
-export function assertWebhookUrl(url: string): void {
-  void url;
+  const payload = Buffer.from(body);
+  const requestOptions: RequestOptions = {
+    method: 'POST',
+    hostname: target.url.hostname.replace(/^\[(.*)\]$/, '$1'),
+    port: target.url.port || undefined,
+    path: `${target.url.pathname}${target.url.search}`,
+    headers: { 'content-type': 'application/json', ...headers, 'content-length': String(payload.length) },
+    // No pooled socket: each delivery connects anew, through the guarded lookup.
+    agent: false,
+    lookup: guardedLookup(options.allowedHosts, options.lookup ?? systemLookup),
+  };
+  const send = target.url.protocol === 'https:' ? httpsRequest : httpRequest;
+  return new Promise<WebhookHttpOutcome>((resolve) => {
+    let settled = false;
+    const finish = (outcome: WebhookHttpOutcome) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      req.destroy();
+      resolve(outcome);
+    };
+    const fail = (err: Error) =>
+      finish({
+        kind: 'error',
+        error: err.message,
+        refused: err instanceof RefusedTarget,
+        durationMs: Date.now() - started,
+      });
+    const req = send(requestOptions, (res: IncomingMessage) => {
+      const status = res.statusCode ?? 0;
+      let bytesRead = 0;
+      const answered = () => finish({ kind: 'response', status, durationMs: Date.now() - started, bytesRead });
+      res.on('data', (chunk: Buffer) => {
+        bytesRead = Math.min(bytesRead + chunk.length, options.maxResponseBytes);
+        if (bytesRead >= options.maxResponseBytes) answered();
+      });
+      res.on('end', answered);
+      // The endpoint closing mid-body still answered with its status.
+      res.on('error', answered);
+      res.on('close', answered);
+    });
+    const timer = setTimeout(
+      () => fail(new Error(`no complete answer within ${options.timeoutMs} ms`)),
+      options.timeoutMs,
+    );
+    req.on('error', fail);
+    req.end(payload);
+  });
 }
