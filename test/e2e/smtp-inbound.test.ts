@@ -196,15 +196,20 @@ describe('inbound SMTP', { skip: requireSystemPackage('swaks') }, () => {
     // Undeclared: swaks streams a 25 MiB attachment, refused after DATA.
     const attachment = join(dir, 'big.bin');
     await writeFile(attachment, randomBytes(25 * 1024 * 1024));
-    const sent = await swaks(smtpPort, [
-      '--from',
-      'e@sender.test',
-      '--to',
-      box.address,
-      '--attach',
-      attachment,
-      '--suppress-data',
-    ]);
+    const sent = await swaks(
+      smtpPort,
+      [
+        '--from',
+        'e@sender.test',
+        '--to',
+        box.address,
+        '--attach',
+        attachment,
+        '--suppress-data',
+        // swaks encodes the 25 MiB in Perl: minutes, not seconds, on a busy 2-core machine.
+      ],
+      { timeoutMs: 300_000 },
+    );
     assert.notEqual(sent.code, 0);
     assert.match(repliesWith(sent, '552').at(-1) ?? '', /^552 5\.3\.4 /, sent.transcript);
     assert.equal((await listed(box.id)).length, 0);

@@ -18,13 +18,14 @@ export interface SwaksResult {
 /**
  * Runs Debian's swaks (a real SMTP client) against 127.0.0.1:`port` with `args`. The replies are the
  * server lines of its transcript ("<-" in clear text, "<~" over TLS, "<**"/"<~*" for refusals).
+ * `timeoutMs` (60 s) bounds the whole run: more for a large message on a busy machine.
  */
-export async function swaks(port: number, args: string[]): Promise<SwaksResult> {
+export async function swaks(port: number, args: string[], options: { timeoutMs?: number } = {}): Promise<SwaksResult> {
   let code = 0;
   let transcript: string;
   try {
     const out = await run('swaks', ['--server', '127.0.0.1', '--port', String(port), '--hide-informational', ...args], {
-      timeout: 60_000,
+      timeout: options.timeoutMs ?? 60_000,
       maxBuffer: 64 * 1024 * 1024,
     });
     transcript = out.stdout + out.stderr;
