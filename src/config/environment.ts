@@ -350,6 +350,26 @@ export class Environment {
   ALCARTA_SMTP_RETRY_BASE_SECONDS: number = 30;
 
   /**
+   * Webhook targets allowed although private, loopback or link-local (docs/webhooks.md, "Safe
+   * targets"), comma-separated host names or addresses.
+   */
+  @IsString()
+  ALCARTA_WEBHOOK_ALLOWED_HOSTS: string = '';
+
+  /** Webhook deliveries that keep failing are retried for this long after the event. */
+  @Type(() => Number)
+  @IsInt()
+  @Min(0)
+  ALCARTA_WEBHOOK_RETRY_MAX_SECONDS: number = 86400;
+
+  /** First webhook retry delay; each later one doubles (with jitter), capped at one hour. */
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(3600)
+  ALCARTA_WEBHOOK_RETRY_BASE_SECONDS: number = 5;
+
+  /**
    * A replica's claim on a message it is sending. A claim older than this (the replica died
    * mid-delivery) is taken over by another replica; one attempt is cut off well before it.
    */

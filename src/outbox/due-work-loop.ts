@@ -28,6 +28,8 @@ export interface DueWork {
   claimAndLaunch(): Promise<ClaimResult>;
   /** Milliseconds until the next row falls due (on any replica); undefined: none. */
   msUntilNextDue(): Promise<number | undefined>;
+  /** The doorbell that announces new work (default `outbox`). */
+  readonly doorbell?: Doorbell['kind'];
   /** On drain, after the loop stopped claiming: what the worker still finishes (a promise delays the drain). */
   drained?(): void | Promise<void>;
 }
@@ -79,7 +81,7 @@ export class DueWorkLoop implements DoorbellSubscriber {
   }
 
   onDoorbell(bell: Doorbell): void {
-    if (bell.kind === 'outbox') this.wake();
+    if (bell.kind === (this.work.doorbell ?? 'outbox')) this.wake();
   }
 
   onListenerReconnected(): void {
