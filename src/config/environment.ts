@@ -370,6 +370,16 @@ export class Environment {
   ALCARTA_WEBHOOK_RETRY_BASE_SECONDS: number = 5;
 
   /**
+   * A replica's claim on a webhook delivery it is POSTing; after a crash another replica delivers it
+   * again (same webhook-id) once the claim has lapsed. Longer than one attempt (10 s).
+   */
+  @Type(() => Number)
+  @IsInt()
+  @Min(15)
+  @Max(3600)
+  ALCARTA_WEBHOOK_LEASE_SECONDS: number = 60;
+
+  /**
    * A replica's claim on a message it is sending. A claim older than this (the replica died
    * mid-delivery) is taken over by another replica; one attempt is cut off well before it.
    */

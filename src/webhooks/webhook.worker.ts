@@ -16,12 +16,6 @@ export const MAX_CONCURRENT_POSTS = 16;
 export const POST_TIMEOUT_MS = 10_000;
 /** At most this much of an answer is read. */
 export const MAX_RESPONSE_BYTES = 64 * 1024;
-/**
- * A replica's claim on a delivery it is POSTing: well beyond one attempt (the timeout), so while
- * replicas are healthy nobody takes a delivery another is making; one that died mid-POST leaves a
- * lease that lapses, and another replica delivers it again with the same `webhook-id`.
- */
-export const WEBHOOK_LEASE_MS = 60_000;
 
 /**
  * The webhook worker of this replica (every replica runs one), on the outbox's DueWorkLoop: the
@@ -67,7 +61,10 @@ export class WebhookWorker implements DueWork, BackgroundJob {
   async claimAndLaunch(): Promise<ClaimResult> {
     const free = MAX_CONCURRENT_POSTS - this.inFlight.size;
     if (free <= 0) return 'full';
-    const claimed = await this.dispatch.claim(this.replicaId, WEBHOOK_LEASE_MS, free);
+    // The lease (ALCARTA_WEBHOOK_LEASE_SECONDS, at least 15 s) outlasts one attempt (POST_TIMEOUT_MS),
+    // so while replicas are healthy nobody takes a delivery another is making; one that died mid-POST
+    // leaves a lease that lapses, and another replica delivers it again with the same webhook-id.
+    const claimed = await this.dispatch.claim(this.replicaId, this.config.webhookLeaseMs, free);
     for (const job of claimed) this.launch(job);
     return claimed.length < free ? 'caught_up' : 'more';
   }

@@ -11,8 +11,8 @@ export interface ReceivedWebhook {
   signature: string;
   raw: string;
   body: Record<string, any>;
-  /** The status the receiver answered. */
-  answered: number;
+  /** The status the receiver answered, or `hold`. */
+  answered: number | 'hold';
 }
 
 /**
@@ -23,7 +23,8 @@ export interface ReceivedWebhook {
  */
 export class WebhookReceiver {
   readonly received: ReceivedWebhook[] = [];
-  answer: (hook: Omit<ReceivedWebhook, 'answered'>) => number = () => 204;
+  /** The status to answer, or `hold`: no answer, the request stays open (a slow endpoint). */
+  answer: (hook: Omit<ReceivedWebhook, 'answered'>) => number | 'hold' = () => 204;
   private readonly secrets = new Map<string, string[]>();
   private readonly failures: string[] = [];
 
@@ -40,7 +41,7 @@ export class WebhookReceiver {
         const hook = receiver.record(req.url ?? '/', req.headers, raw);
         const status = receiver.answer(hook);
         receiver.received.push({ ...hook, answered: status });
-        res.writeHead(status).end();
+        if (status !== 'hold') res.writeHead(status).end();
       });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
