@@ -40,9 +40,9 @@ export function claimantId(): string {
 }
 
 /**
- * The schedule of a leased-work worker of this replica (the outbox and the approval mails; every
- * replica runs them). It sleeps until something can be due: the outbox doorbell (work was queued
- * or re-queued, on any replica), a timer at the next due time (a retry, or a lease that lapses), or
+ * The schedule of a leased-work worker of this replica (the outbox, the approval mails and the
+ * webhooks; every replica runs them). It sleeps until something can be due: the worker's doorbell
+ * (`outbox` unless it names another: work was queued or re-queued, on any replica), a timer at the next due time (a retry, or a lease that lapses), or
  * the safety poll. A wake-up starts a pass that claims until caught up; passes never overlap, and a
  * wake-up during a pass makes it run once more. On drain it stops claiming and lets the worker
  * finish what it holds (`drained`).
