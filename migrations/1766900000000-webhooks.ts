@@ -48,6 +48,7 @@ export class Webhooks1766900000000 implements MigrationInterface {
         last_error text
       )`);
     await q.query(`CREATE INDEX webhook_deliveries_endpoint ON webhook_deliveries (endpoint_id, created_at)`);
+    await q.query(`CREATE INDEX webhook_deliveries_created_at ON webhook_deliveries (created_at)`);
     await q.query(`
       CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at)
         WHERE status IN ('queued', 'retrying')`);

@@ -19,6 +19,8 @@ export const WEBHOOK_DELIVERY_STATUSES: readonly WebhookDeliveryStatus[] = [
 @Entity({ name: 'webhook_deliveries' })
 @Check('webhook_deliveries_status_check', `status IN ('queued', 'sending', 'retrying', 'delivered', 'failed')`)
 @Index('webhook_deliveries_endpoint', ['endpointId', 'createdAt'])
+/** For retention: housekeeping deletes finished deliveries as old as the events they carried. */
+@Index('webhook_deliveries_created_at', ['createdAt'])
 /** Partial indexes for the worker's claim (owned by the migration). */
 @Index('webhook_deliveries_due', { synchronize: false })
 @Index('webhook_deliveries_leases', { synchronize: false })

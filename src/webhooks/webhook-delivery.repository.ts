@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager, In } from 'typeorm';
+import { deleteInBatches } from '../database/batched-delete';
 import { WebhookAttemptEntity, WebhookDeliveryEntity, WebhookDeliveryStatus } from './webhook-delivery.entity';
 
 /** A delivery this replica just claimed. */
@@ -179,6 +180,16 @@ export class WebhookDeliveryRepository {
           AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = d.endpoint_id AND e.enabled)`,
     );
     return row?.ms === null || row?.ms === undefined ? undefined : Math.max(0, Number(row.ms));
+  }
+
+  /** Delivered and failed deliveries created before `cutoff`, with their attempts (housekeeping). */
+  deleteFinishedBefore(cutoff: Date): Promise<number> {
+    return deleteInBatches(
+      this.dataSource.manager,
+      'webhook_deliveries',
+      `created_at < $1 AND status IN ('delivered', 'failed')`,
+      [cutoff],
+    );
   }
 
   /** Deliveries by status (for metrics). */

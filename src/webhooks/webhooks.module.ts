@@ -10,6 +10,7 @@ import { WebhookDispatch } from './webhook-dispatch.service';
 import { WebhookEndpointEntity } from './webhook-endpoint.entity';
 import { WebhookEndpointRepository } from './webhook-endpoint.repository';
 import { WebhookMetrics } from './webhook.metrics';
+import { WebhookRetentionHousekeeping } from './webhook-retention.housekeeping';
 import { WebhookWorker } from './webhook.worker';
 import { WebhooksController } from './webhooks.controller';
 import { WebhooksService } from './webhooks.service';
@@ -34,6 +35,7 @@ import { WebhooksService } from './webhooks.service';
     WebhookDispatch,
     WebhookWorker,
     WebhookMetrics,
+    WebhookRetentionHousekeeping,
   ],
 })
 export class WebhooksModule {}

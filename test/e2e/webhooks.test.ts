@@ -28,6 +28,8 @@ describe('webhooks', () => {
     ALCARTA_WEBHOOK_ALLOWED_HOSTS: '127.0.0.1',
     // Retries 0.5–1 s, then 1–2 s apart: a test sees a few of them.
     ALCARTA_WEBHOOK_RETRY_BASE_SECONDS: '1',
+    // Retention runs every second (it deletes nothing younger than ALCARTA_EVENT_RETENTION_DAYS).
+    ALCARTA_HOUSEKEEPING_SECONDS: '1',
   };
 
   /** Creates an endpoint at a fresh receiver path; the receiver checks every POST with its secret. */
@@ -332,6 +334,52 @@ describe('webhooks', () => {
       5,
       'a replay is a new delivery, with a new webhook-id',
     );
+  });
+
+  it('reports attempts by outcome, the queue and failing endpoints in /metrics', async () => {
+    const hook = await createEndpoint({ events: ['message_received'] });
+    receiver.answer = (r) => (r.path === hook.path ? 500 : 204);
+    await ingest(server.admin, mailbox);
+    await waitFor('a failed attempt', async () => (await deliveries(hook.id))[0]?.status === 'retrying');
+    const text = await (await fetch(new URL('/metrics', server.url))).text();
+    const value = (pattern: RegExp) => Number(pattern.exec(text)?.[1] ?? NaN);
+    assert.ok(value(/^alcarta_webhook_deliveries_total\{outcome="delivered"\} (\d+)$/m) > 0);
+    assert.ok(value(/^alcarta_webhook_deliveries_total\{outcome="retrying"\} (\d+)$/m) > 0);
+    assert.ok(value(/^alcarta_webhook_deliveries_total\{outcome="gone"\} (\d+)$/m) >= 1);
+    assert.ok(value(/^alcarta_webhook_queue_depth (\d+)$/m) >= 1);
+    assert.ok(value(/^alcarta_webhook_oldest_queued_age_seconds ([\d.e+-]+)$/m) >= 0);
+    const failing = new RegExp(
+      `^alcarta_webhook_endpoint_failing_seconds\\{webhook_id="${hook.id}"\\} ([\\d.e+-]+)$`,
+      'm',
+    );
+    assert.ok(value(failing) >= 0, 'the failing endpoint has a gauge');
+    await server.admin.delete(`/v1/webhooks/${hook.id}`);
+    receiver.answer = () => 204;
+  });
+
+  it('deletes finished deliveries as old as the event retention, never those under way', async () => {
+    const hook = await createEndpoint({ events: ['message_received'] });
+    await ingest(server.admin, mailbox);
+    await ingest(server.admin, mailbox);
+    const [kept, old] = await waitFor('two deliveries delivered', async () => {
+      const list = await deliveries(hook.id);
+      return list.length === 2 && list.every((d) => d.status === 'delivered') ? list : undefined;
+    });
+    // One finished delivery, and one still retrying, both from before the retention period.
+    await server.db.query(`UPDATE webhook_deliveries SET created_at = now() - interval '31 days' WHERE id = ANY($1)`, [
+      [kept.delivery_id, old.delivery_id],
+    ]);
+    await server.db.query(
+      `UPDATE webhook_deliveries SET status = 'retrying', next_attempt_at = now() + interval '1 hour' WHERE id = $1`,
+      [kept.delivery_id],
+    );
+    const left = await waitFor('the finished delivery deleted', async () => {
+      const list = await deliveries(hook.id);
+      return list.length === 1 ? list : undefined;
+    });
+    assert.equal(left[0].delivery_id, kept.delivery_id);
+    const attempts = await server.db.query('SELECT 1 FROM webhook_attempts WHERE delivery_id = $1', [old.delivery_id]);
+    assert.equal(attempts.length, 0, 'its attempts went with it');
   });
 
   it('two replicas deliver each event once', async () => {
