@@ -24,6 +24,7 @@ import { McpModule } from './mcp/mcp.module';
 import { MetricsCoreModule } from './metrics/metrics-core.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { WaitsModule } from './waits/waits.module';
+import { WebhooksModule } from './webhooks/webhooks.module';
 
 /** The HTTP server (REST API, MCP endpoint, health) and the inbound SMTP server. */
 @Module({})
@@ -43,6 +44,7 @@ export class AppModule {
         MailModule,
         OutboxModule,
         ConnectedMailboxesModule,
+        WebhooksModule,
         SmtpModule,
         ApprovalsModule,
         AuthModule,

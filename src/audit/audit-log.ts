@@ -22,7 +22,11 @@ export type AuditAction =
   | 'request_cancelled'
   | 'message_send_attempted'
   | 'policy_changed'
-  | 'request_escalated';
+  | 'request_escalated'
+  | 'webhook_created'
+  | 'webhook_updated'
+  | 'webhook_deleted'
+  | 'webhook_secret_rotated';
 
 export interface NewAuditEntry {
   action: AuditAction;

@@ -9,6 +9,7 @@ import { LifecycleModule } from '../lifecycle/lifecycle.module';
 import { LoggingModule } from '../logging/logging.module';
 import { DnsModule } from '../mail/dns-resolver';
 import { ConnectedMailboxesModule } from '../connected-mailboxes/connected-mailboxes.module';
+import { WebhooksModule } from '../webhooks/webhooks.module';
 import { MailModule } from '../mail/mail.module';
 import { MetricsCoreModule } from '../metrics/metrics-core.module';
 import { TasksModule } from '../tasks/tasks.module';
@@ -34,6 +35,8 @@ export class CliModule {
         AuditModule,
         MailModule,
         ConnectedMailboxesModule,
+        // Events the CLI writes (a connected account changed) queue their webhook deliveries too.
+        WebhooksModule,
         AuthModule,
         TasksModule,
         MailboxPoliciesModule,

@@ -28,7 +28,7 @@ export const USAGE = `Usage: npm run cli -- <command> [options]      (or: node d
   audit export [--since SEQ] [--output F]         write audit entries after SEQ as NDJSON
 
 Options: --json  print JSON instead of text
-Scopes: mail:read mail:send approvals:read approvals:decide mail:ingest admin`;
+Scopes: mail:read mail:send approvals:read approvals:decide mail:ingest webhooks:manage admin`;
 
 export class UsageError extends Error {}
 

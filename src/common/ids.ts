@@ -9,7 +9,7 @@ export function randomBase62(length: number): string {
   return out;
 }
 
-export type IdPrefix = 'tok' | 'mbx' | 'msg' | 'chk' | 'thr' | 'wt' | 'task' | 'grt';
+export type IdPrefix = 'tok' | 'mbx' | 'msg' | 'chk' | 'thr' | 'wt' | 'task' | 'grt' | 'whk' | 'whd';
 
 /**
  * Public ids are a type prefix and 22 random base62 characters (≈ 131 bits): unguessable, so an id

@@ -74,6 +74,9 @@ export class AppConfig {
   readonly dkim: { selector: string; privateKeyFile: string } | undefined;
   readonly smtpRetryMaxMs: number;
   readonly smtpRetryBaseMs: number;
+  readonly webhookRetryMaxMs: number;
+  readonly webhookRetryBaseMs: number;
+  readonly webhookLeaseMs: number;
   readonly outboxLeaseMs: number;
   /** The key of the secrets of connected mailboxes; undefined: none configured (the embedded database makes one). */
   get secretsKey(): Buffer | undefined {
@@ -170,6 +173,9 @@ export class AppConfig {
         : undefined;
     this.smtpRetryMaxMs = env.ALCARTA_SMTP_RETRY_MAX_SECONDS * 1000;
     this.smtpRetryBaseMs = env.ALCARTA_SMTP_RETRY_BASE_SECONDS * 1000;
+    this.webhookRetryMaxMs = env.ALCARTA_WEBHOOK_RETRY_MAX_SECONDS * 1000;
+    this.webhookRetryBaseMs = env.ALCARTA_WEBHOOK_RETRY_BASE_SECONDS * 1000;
+    this.webhookLeaseMs = env.ALCARTA_WEBHOOK_LEASE_SECONDS * 1000;
     this.outboxLeaseMs = env.ALCARTA_OUTBOX_LEASE_SECONDS * 1000;
     this.#secretsKey = env.ALCARTA_SECRETS_KEY ? Buffer.from(env.ALCARTA_SECRETS_KEY.trim(), 'base64') : undefined;
     this.#previousSecretsKey = env.ALCARTA_SECRETS_KEY_PREVIOUS

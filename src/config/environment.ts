@@ -367,6 +367,29 @@ export class Environment {
   @Max(3600)
   ALCARTA_SMTP_RETRY_BASE_SECONDS: number = 30;
 
+  /** Webhook deliveries that keep failing are retried for this long after the event. */
+  @Type(() => Number)
+  @IsInt()
+  @Min(0)
+  ALCARTA_WEBHOOK_RETRY_MAX_SECONDS: number = 86400;
+
+  /** First webhook retry delay; each later one doubles (with jitter), capped at one hour. */
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(3600)
+  ALCARTA_WEBHOOK_RETRY_BASE_SECONDS: number = 5;
+
+  /**
+   * A replica's claim on a webhook delivery it is POSTing; after a crash another replica delivers it
+   * again (same webhook-id) once the claim has lapsed. Longer than one attempt (10 s).
+   */
+  @Type(() => Number)
+  @IsInt()
+  @Min(15)
+  @Max(3600)
+  ALCARTA_WEBHOOK_LEASE_SECONDS: number = 60;
+
   /**
    * A replica's claim on a message it is sending. A claim older than this (the replica died
    * mid-delivery) is taken over by another replica; one attempt is cut off well before it.

@@ -45,6 +45,8 @@ export type Doorbell = (
    * the folders it held (`mailboxId` is then `*`): the replicas that hold connected folders look again.
    */
   | { kind: 'mailbox_source'; mailboxId: string }
+  /** Webhook deliveries were queued or re-queued: every replica's webhook worker looks for work. */
+  | { kind: 'webhooks' }
 ) & {
   /** When the change committed (ms since the epoch, database clock), for the wake latency metric. */
   at?: number;
@@ -75,6 +77,8 @@ export function encodeDoorbell(bell: Doorbell): string {
       return `s ${bell.sessionId}`;
     case 'mailbox_source':
       return `i ${bell.mailboxId}`;
+    case 'webhooks':
+      return 'h *';
   }
 }
 
@@ -106,6 +110,7 @@ export function decodeDoorbell(payload: string): Doorbell | undefined {
   if (kind === 'o') return { kind: 'outbox', mailboxId: id, at };
   if (kind === 's') return { kind: 'session_ended', sessionId: id, at };
   if (kind === 'i') return { kind: 'mailbox_source', mailboxId: id, at };
+  if (kind === 'h') return { kind: 'webhooks', at };
   return undefined;
 }
 

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { QueryDeepPartialEntity } from 'typeorm/query-builder/QueryPartialEntity';
 import { Doorbell, DOORBELL_CHANNEL, encodeDoorbell } from './doorbell';
-import { EventEntity } from './event.entity';
+import { EventEntity, EventType } from './event.entity';
 
 export interface MessageEventPayload {
   type: 'message_received' | 'message_sent';
@@ -72,12 +72,42 @@ export interface EscalationEventPayload {
   escalate_to: string[];
 }
 
+/** A webhook endpoint was disabled (docs/webhooks.md): it answered 410, or failed for 3 days. */
+export interface WebhookDisabledEventPayload {
+  type: 'webhook_disabled';
+  webhook_id: string;
+  mailbox_ids: string[];
+  reason: 'gone' | 'failing';
+  disabled_at: string;
+}
+
+/** An event just written, as the hooks of EventLog.onAppended see it. */
+export interface AppendedEvent {
+  id: string;
+  type: EventType;
+  mailboxId: string | null;
+  payload: Record<string, unknown>;
+}
+
+/** Runs in the transaction that wrote the event, so what it writes commits (or not) with it. */
+export type AppendHook = (manager: EntityManager, event: AppendedEvent) => Promise<void>;
+
 /**
  * The append-only event log. Callers append inside the transaction that makes the change, so an
  * event exists exactly when its change committed, and the doorbell rings on the same commit.
  */
 @Injectable()
 export class EventLog {
+  private readonly hooks: AppendHook[] = [];
+
+  /**
+   * Registers a hook that every appended event goes through, in its transaction (the webhooks
+   * module queues its deliveries so), without this module knowing who listens.
+   */
+  onAppended(hook: AppendHook): void {
+    this.hooks.push(hook);
+  }
+
   /**
    * `ring: false` leaves the mailbox's doorbell to the caller, who rings it once for several events of
    * one transaction (a group commit of inbound mail): one ring wakes the mailbox's waits for all.
@@ -163,8 +193,30 @@ export class EventLog {
     });
   }
 
+  /** Rings nothing: the webhooks module tells whom it concerns. */
+  async appendWebhookDisabledEvent(manager: EntityManager, payload: WebhookDisabledEventPayload): Promise<void> {
+    // An endpoint of one mailbox is about that mailbox; one of several, or of all, about none.
+    const mailboxId =
+      payload.mailbox_ids.length === 1 && payload.mailbox_ids[0] !== '*' ? payload.mailbox_ids[0] : null;
+    await this.insert(manager, {
+      type: payload.type,
+      mailboxId,
+      messageId: null,
+      requestId: null,
+      payload: { ...payload },
+    });
+  }
+
   private async insert(manager: EntityManager, row: Omit<EventEntity, 'id' | 'createdAt'>): Promise<void> {
-    await manager.insert(EventEntity, row as QueryDeepPartialEntity<EventEntity>);
+    const result = await manager.insert(EventEntity, row as QueryDeepPartialEntity<EventEntity>);
+    if (this.hooks.length === 0) return;
+    const event: AppendedEvent = {
+      id: String(result.identifiers[0].id),
+      type: row.type,
+      mailboxId: row.mailboxId,
+      payload: row.payload,
+    };
+    for (const hook of this.hooks) await hook(manager, event);
   }
 
   /** Rings a doorbell that is not tied to an event (persisted waits), inside the caller's transaction. */

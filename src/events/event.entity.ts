@@ -7,7 +7,8 @@ export type EventType =
   | 'request_state_changed'
   | 'request_escalated'
   | 'message_delivery_changed'
-  | 'mailbox_source_changed';
+  | 'mailbox_source_changed'
+  | 'webhook_disabled';
 
 /**
  * The event log. Its foreign keys name the tables they point at (mailboxes, messages,
@@ -31,8 +32,9 @@ export class EventEntity {
   @Column({ type: 'text' })
   type: EventType;
 
-  @Column({ name: 'mailbox_id', type: 'text' })
-  mailboxId: string;
+  /** Null only for events about no one mailbox (`webhook_disabled` of an endpoint of every mailbox). */
+  @Column({ name: 'mailbox_id', type: 'text', nullable: true })
+  mailboxId: string | null;
 
   @ManyToOne('mailboxes')
   @JoinColumn({ name: 'mailbox_id', foreignKeyConstraintName: 'events_mailbox_id_fkey' })

@@ -36,7 +36,7 @@ export function invalidRequest(reason: string, message: string, details: Record<
 
 /** Unknown and invisible things answer alike, so ids of other tenants cannot be probed. */
 export function notFound(
-  kind: 'mailbox' | 'message' | 'request' | 'token' | 'wait' | 'grant',
+  kind: 'mailbox' | 'message' | 'request' | 'token' | 'wait' | 'grant' | 'webhook',
   id: string,
 ): AlcartaError {
   return new AlcartaError(

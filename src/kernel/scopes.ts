@@ -1,4 +1,13 @@
-export const SCOPES = ['mail:read', 'mail:send', 'approvals:read', 'approvals:decide', 'mail:ingest', 'admin'] as const;
+export const SCOPES = [
+  'mail:read',
+  'mail:send',
+  'approvals:read',
+  'approvals:decide',
+  'mail:ingest',
+  // Managing webhook endpoints of its mailboxes (docs/webhooks.md); never an agent's.
+  'webhooks:manage',
+  'admin',
+] as const;
 
 export type Scope = (typeof SCOPES)[number];
 

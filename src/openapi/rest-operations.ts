@@ -228,6 +228,62 @@ export const REST_OPERATIONS: Record<string, OperationText> = {
     success: json(200, 'The approvers now.', 'Approvers'),
     errors: { 400: 'The body is invalid.', 404: 'No such mailbox is visible to this token.' },
   },
+  Webhooks_create: {
+    summary: 'Create a webhook endpoint',
+    description:
+      'The events of the given types in the given mailboxes are POSTed to `url`, signed as Standard Webhooks ' +
+      'says (docs/webhooks.md). The secret is shown only in this answer. `webhooks:manage` or `admin`, within ' +
+      "the token's mailboxes.",
+    success: json(201, 'The endpoint, with its secret.', 'WebhookWithSecret'),
+    errors: {
+      400: 'The body is invalid (reason invalid_url, unknown_event_type, invalid_mailboxes, invalid_field, secrets_key_missing).',
+      404: 'A mailbox is not visible to this token (reason mailbox_not_found).',
+    },
+  },
+  Webhooks_list: {
+    summary: 'List webhook endpoints',
+    description: 'A token bound to mailboxes sees the endpoints whose mailboxes are all within its own.',
+    success: json(200, 'The endpoints.', 'WebhookList'),
+  },
+  Webhooks_get: {
+    summary: 'Get a webhook endpoint',
+    success: json(200, 'The endpoint.', 'Webhook'),
+    errors: { 404: 'No such endpoint is visible to this token.' },
+  },
+  Webhooks_update: {
+    summary: 'Change a webhook endpoint, or disable or enable it',
+    description: 'Disabling fails what it had queued; enabling starts its failure streak over.',
+    success: json(200, 'The endpoint now.', 'Webhook'),
+    errors: {
+      400: 'The body is invalid (reason invalid_url, unknown_event_type, invalid_mailboxes, invalid_field).',
+      404: 'No such endpoint, or a mailbox, is visible to this token.',
+    },
+  },
+  Webhooks_delete: {
+    summary: 'Delete a webhook endpoint',
+    success: noContent('Deleted, with its deliveries.'),
+    errors: { 404: 'No such endpoint is visible to this token.' },
+  },
+  Webhooks_rotateSecret: {
+    summary: "Rotate a webhook endpoint's secret",
+    description: 'The new secret is shown only in this answer; the previous one keeps signing too for 24 h.',
+    success: json(200, 'The endpoint, with its new secret.', 'WebhookWithSecret'),
+    errors: { 404: 'No such endpoint is visible to this token.' },
+  },
+  Webhooks_replay: {
+    summary: 'Deliver the events after a cursor again',
+    description:
+      "New deliveries (new webhook-ids) of the endpoint's events after `since_cursor` that the event log " +
+      'still keeps.',
+    success: json(200, 'How many deliveries were queued.', 'WebhookReplay'),
+    errors: { 400: 'since_cursor is not a cursor.', 404: 'No such endpoint is visible to this token.' },
+  },
+  Webhooks_deliveries: {
+    summary: "List a webhook endpoint's deliveries, with each attempt",
+    description: 'Newest first.',
+    success: json(200, 'The deliveries.', 'WebhookDeliveryList'),
+    errors: { 404: 'No such endpoint is visible to this token.' },
+  },
   WaitSocket_upgradeRequired: {
     summary: 'The websocket of a wait',
     description:

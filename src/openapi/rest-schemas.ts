@@ -2,6 +2,8 @@ import type { ReferenceObject, SchemaObject } from '@nestjs/swagger';
 import { REQUEST_STATES } from '../approvals/approval-request.entity';
 import { SCOPES } from '../kernel/scopes';
 import { DELIVERY_STATUSES } from '../outbox/outbound-delivery.entity';
+import { WEBHOOK_DELIVERY_STATUSES } from '../webhooks/webhook-delivery.entity';
+import { WEBHOOK_EVENT_TYPES } from '../webhooks/webhook-events';
 
 /**
  * The JSON the REST API answers with, as OpenAPI schemas (components.schemas of /openapi.json).
@@ -25,6 +27,28 @@ function object(
 }
 
 const mailboxIds: SchemaObject = { ...strings, description: 'Mailbox ids (mbx_…), or ["*"] for every mailbox.' };
+
+const WEBHOOK_PROPERTIES: Record<string, SchemaObject | ReferenceObject> = {
+  webhook_id: { type: 'string' },
+  url: { type: 'string' },
+  events: { type: 'array', items: { type: 'string', enum: [...WEBHOOK_EVENT_TYPES] } },
+  mailbox_ids: mailboxIds,
+  description: { type: 'string', nullable: true },
+  enabled: { type: 'boolean' },
+  disabled_at: nullableDateTime,
+  disabled_reason: {
+    type: 'string',
+    nullable: true,
+    description: 'gone (it answered 410), failing (3 days of failures) or manual (PATCH).',
+  },
+  failing_since: { ...nullableDateTime, description: 'Since when every attempt failed; null after a success.' },
+  previous_secret_expires_at: {
+    ...nullableDateTime,
+    description: 'Until when the secret before the last rotation still signs too.',
+  },
+  created_at: dateTime,
+  updated_at: dateTime,
+};
 
 const DELIVERY_PROPERTIES: Record<string, SchemaObject | ReferenceObject> = {
   status: { type: 'string', enum: [...DELIVERY_STATUSES] },
@@ -245,6 +269,42 @@ export const REST_SCHEMAS: Record<string, SchemaObject> = {
     updated_at: nullableDateTime,
   }),
   Approvers: object({ mailbox_id: { type: 'string' }, emails: { ...strings, items: { type: 'string' } } }),
+  Webhook: object(WEBHOOK_PROPERTIES),
+  WebhookWithSecret: object({
+    ...WEBHOOK_PROPERTIES,
+    secret: {
+      type: 'string',
+      description: 'The signing secret (whsec_…), for a Standard Webhooks library. Shown only in this answer.',
+    },
+  }),
+  WebhookList: object({ webhooks: { type: 'array', items: ref('Webhook') } }),
+  WebhookReplay: object({
+    webhook_id: { type: 'string' },
+    since_cursor: { type: 'string' },
+    queued: { type: 'integer', minimum: 0, description: 'How many deliveries were queued.' },
+  }),
+  WebhookDelivery: object({
+    delivery_id: { type: 'string', description: 'The webhook-id of every attempt.' },
+    event_type: { type: 'string' },
+    cursor: { type: 'string', description: "The event's cursor (for replay)." },
+    mailbox_id: { type: 'string', nullable: true },
+    status: { type: 'string', enum: [...WEBHOOK_DELIVERY_STATUSES] },
+    created_at: dateTime,
+    delivered_at: nullableDateTime,
+    next_attempt_at: nullableDateTime,
+    last_error: { type: 'string', nullable: true },
+    attempts: {
+      type: 'array',
+      items: object({
+        n: { type: 'integer', minimum: 1 },
+        at: dateTime,
+        status_code: { type: 'integer', nullable: true },
+        error: { type: 'string', nullable: true },
+        duration_ms: { type: 'integer', minimum: 0 },
+      }),
+    },
+  }),
+  WebhookDeliveryList: object({ deliveries: { type: 'array', items: ref('WebhookDelivery') } }),
   HealthReport: {
     ...object({ status: { type: 'string', enum: ['ok', 'error'] } }),
     description: 'The health check report: `status`, and per check `info`, `error` and `details`.',

@@ -28,6 +28,8 @@ export interface DueWork {
   claimAndLaunch(): Promise<ClaimResult>;
   /** Milliseconds until the next row falls due (on any replica); undefined: none. */
   msUntilNextDue(): Promise<number | undefined>;
+  /** The doorbell that announces new work (default `outbox`). */
+  readonly doorbell?: Doorbell['kind'];
   /** On drain, after the loop stopped claiming: what the worker still finishes (a promise delays the drain). */
   drained?(): void | Promise<void>;
 }
@@ -38,9 +40,9 @@ export function claimantId(): string {
 }
 
 /**
- * The schedule of a leased-work worker of this replica (the outbox and the approval mails; every
- * replica runs them). It sleeps until something can be due: the outbox doorbell (work was queued
- * or re-queued, on any replica), a timer at the next due time (a retry, or a lease that lapses), or
+ * The schedule of a leased-work worker of this replica (the outbox, the approval mails and the
+ * webhooks; every replica runs them). It sleeps until something can be due: the worker's doorbell
+ * (`outbox` unless it names another: work was queued or re-queued, on any replica), a timer at the next due time (a retry, or a lease that lapses), or
  * the safety poll. A wake-up starts a pass that claims until caught up; passes never overlap, and a
  * wake-up during a pass makes it run once more. On drain it stops claiming and lets the worker
  * finish what it holds (`drained`).
@@ -79,7 +81,7 @@ export class DueWorkLoop implements DoorbellSubscriber {
   }
 
   onDoorbell(bell: Doorbell): void {
-    if (bell.kind === 'outbox') this.wake();
+    if (bell.kind === (this.work.doorbell ?? 'outbox')) this.wake();
   }
 
   onListenerReconnected(): void {

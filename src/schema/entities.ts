@@ -18,6 +18,8 @@ import { MessageEntity } from '../mail/message.entity';
 import { OutboundDeliveryEntity } from '../outbox/outbound-delivery.entity';
 import { TaskEntity } from '../tasks/task.entity';
 import { PersistedWaitEntity } from '../waits/persisted-wait.entity';
+import { WebhookAttemptEntity, WebhookDeliveryEntity } from '../webhooks/webhook-delivery.entity';
+import { WebhookEndpointEntity } from '../webhooks/webhook-endpoint.entity';
 
 /**
  * Every table's entity. Registered as a whole (not per feature module) because entities reference
@@ -47,4 +49,7 @@ export const ENTITIES = [
   AuditEntryEntity,
   AuditHeadEntity,
   AuditCheckpointEntity,
+  WebhookEndpointEntity,
+  WebhookDeliveryEntity,
+  WebhookAttemptEntity,
 ];

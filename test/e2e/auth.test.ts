@@ -11,7 +11,15 @@ import { waitFor } from '../support/wait-for';
  * (docs/rest-api.md) and the bootstrap token (docs/operators.md): who gets in, what each scope
  * allows on REST and MCP, and how tokens are created, stored and revoked.
  */
-const ALL_SCOPES = ['mail:read', 'mail:send', 'approvals:read', 'approvals:decide', 'mail:ingest', 'admin'];
+const ALL_SCOPES = [
+  'mail:read',
+  'mail:send',
+  'approvals:read',
+  'approvals:decide',
+  'mail:ingest',
+  'webhooks:manage',
+  'admin',
+];
 const ALL_TOOLS = [
   'list_mailboxes',
   'list_messages',

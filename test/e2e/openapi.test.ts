@@ -6,6 +6,7 @@ import SwaggerParser from '@apidevtools/swagger-parser';
 import Ajv from 'ajv';
 import addFormats from 'ajv-formats';
 import { connectMcp, callOk } from '../support/mcp';
+import { secretsKey } from '../support/connected-mailboxes';
 import { REPO_ROOT } from '../support/spawned-server';
 import { createToken, ingest, startTestServer, TestServer } from '../support/test-server';
 
@@ -50,7 +51,8 @@ describe('OpenAPI document at /openapi.json', () => {
   };
 
   before(async () => {
-    server = await startTestServer();
+    // A secrets key: webhook endpoints keep their signing secrets sealed with it.
+    server = await startTestServer({ env: { ALCARTA_SECRETS_KEY: secretsKey() } });
     const res = await fetch(`${server.url}/openapi.json`);
     assert.equal(res.status, 200, 'served without a token');
     assert.match(res.headers.get('content-type') ?? '', /^application\/json/);
@@ -144,6 +146,24 @@ describe('OpenAPI document at /openapi.json', () => {
     assert.equal(approved.status, 200, JSON.stringify(approved.body));
     assertShape('Request', approved.body);
     assertShape('OutboxList', (await admin.get('/v1/outbox')).body);
+
+    const webhook = await admin.post('/v1/webhooks', {
+      url: 'https://hooks.example.com/alcarta',
+      events: ['message_received'],
+      mailbox_ids: [mailboxId],
+      description: 'docs',
+    });
+    assert.equal(webhook.status, 201, JSON.stringify(webhook.body));
+    assertShape('WebhookWithSecret', webhook.body);
+    const webhookId = webhook.body.webhook_id as string;
+    assertShape('Webhook', (await admin.get(`/v1/webhooks/${webhookId}`)).body);
+    assertShape('Webhook', (await admin.patch(`/v1/webhooks/${webhookId}`, { enabled: false })).body);
+    assertShape('WebhookList', (await admin.get('/v1/webhooks')).body);
+    assertShape('WebhookWithSecret', (await admin.post(`/v1/webhooks/${webhookId}/rotate-secret`)).body);
+    assertShape('WebhookReplay', (await admin.post(`/v1/webhooks/${webhookId}/replay`, { since_cursor: '0' })).body);
+    const webhookDeliveries = (await admin.get(`/v1/webhooks/${webhookId}/deliveries`)).body;
+    assert.ok(webhookDeliveries.deliveries.length > 0, "the replay queued the endpoint's events");
+    assertShape('WebhookDeliveryList', webhookDeliveries);
 
     // Errors: no token, unknown id, invalid body, a decided request.
     assertShape('Error', (await admin.withToken(undefined).get('/v1/mailboxes')).body);

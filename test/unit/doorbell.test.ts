@@ -12,6 +12,7 @@ const BELLS: Doorbell[] = [
   { kind: 'call_cancelled', tokenId: 'tok_d', requestKey: 'sMQ' },
   { kind: 'outbox', mailboxId: 'mbx_a' },
   { kind: 'session_ended', sessionId: 'hash_f' },
+  { kind: 'webhooks' },
 ];
 
 describe('doorbell encoding', () => {

@@ -1,0 +1,92 @@
+import { Injectable } from '@nestjs/common';
+import { InjectRepository } from '@nestjs/typeorm';
+import { EntityManager, In, Repository } from 'typeorm';
+import { MailboxAccess } from '../kernel/caller';
+import { WebhookEndpointEntity } from './webhook-endpoint.entity';
+
+export type EndpointChanges = Partial<
+  Pick<
+    WebhookEndpointEntity,
+    | 'url'
+    | 'events'
+    | 'mailboxIds'
+    | 'description'
+    | 'enabled'
+    | 'disabledAt'
+    | 'disabledReason'
+    | 'failingSince'
+    | 'secretSealed'
+    | 'previousSecretSealed'
+    | 'previousSecretExpiresAt'
+  >
+>;
+
+/**
+ * The endpoints a caller manages: all of them with access to every mailbox; else those whose
+ * mailboxes are all within the caller's (an endpoint of `*` belongs to no tenant alone).
+ */
+function visibleTo(access: MailboxAccess): { sql: string; params: unknown[] } {
+  if (access.all) return { sql: 'true', params: [] };
+  return { sql: `NOT ('*' = ANY(e.mailbox_ids)) AND e.mailbox_ids <@ $1::text[]`, params: [[...access.ids]] };
+}
+
+@Injectable()
+export class WebhookEndpointRepository {
+  constructor(@InjectRepository(WebhookEndpointEntity) private readonly endpoints: Repository<WebhookEndpointEntity>) {}
+
+  async insert(manager: EntityManager, endpoint: WebhookEndpointEntity): Promise<void> {
+    await manager.insert(WebhookEndpointEntity, endpoint);
+  }
+
+  /** Newest first. */
+  async list(access: MailboxAccess): Promise<WebhookEndpointEntity[]> {
+    const where = visibleTo(access);
+    const ids: Array<{ id: string }> = await this.endpoints.query(
+      `SELECT e.id FROM webhook_endpoints e WHERE ${where.sql} ORDER BY e.created_at DESC, e.id DESC`,
+      where.params,
+    );
+    if (ids.length === 0) return [];
+    const rows = await this.endpoints.findBy({ id: In(ids.map((r) => r.id)) });
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    return ids.map((r) => byId.get(r.id)!).filter(Boolean);
+  }
+
+  /** The endpoint if the caller may manage it; locked for a change when `manager` is given. */
+  async findVisible(id: string, access: MailboxAccess, manager?: EntityManager): Promise<WebhookEndpointEntity | null> {
+    const where = visibleTo(access);
+    const runner = manager ?? this.endpoints.manager;
+    const rows: Array<{ id: string }> = await runner.query(
+      `SELECT e.id FROM webhook_endpoints e WHERE e.id = $${where.params.length + 1} AND ${where.sql}
+       ${manager ? 'FOR UPDATE' : ''}`,
+      [...where.params, id],
+    );
+    if (rows.length === 0) return null;
+    return runner.findOneBy(WebhookEndpointEntity, { id });
+  }
+
+  async update(manager: EntityManager, id: string, changes: EndpointChanges): Promise<void> {
+    await manager.update(WebhookEndpointEntity, { id }, { ...changes, updatedAt: () => 'now()' });
+  }
+
+  async delete(manager: EntityManager, id: string): Promise<void> {
+    await manager.delete(WebhookEndpointEntity, { id });
+  }
+
+  findByIds(manager: EntityManager, ids: readonly string[]): Promise<WebhookEndpointEntity[]> {
+    return manager.findBy(WebhookEndpointEntity, { id: In([...ids]) });
+  }
+
+  /** The endpoint, locked (the worker's outcome of one of its deliveries). */
+  findForUpdate(manager: EntityManager, id: string): Promise<WebhookEndpointEntity | null> {
+    return manager.findOne(WebhookEndpointEntity, { where: { id }, lock: { mode: 'pessimistic_write' } });
+  }
+
+  /** Seconds each failing endpoint has been failing (for metrics). */
+  async failingSeconds(): Promise<Array<{ id: string; seconds: number }>> {
+    const rows: Array<{ id: string; seconds: string | number }> = await this.endpoints.query(
+      `SELECT id, extract(epoch FROM now() - failing_since) AS seconds
+         FROM webhook_endpoints WHERE enabled AND failing_since IS NOT NULL`,
+    );
+    return rows.map((r) => ({ id: r.id, seconds: Math.max(0, Number(r.seconds)) }));
+  }
+}

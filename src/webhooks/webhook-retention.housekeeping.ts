@@ -1,0 +1,31 @@
+import { Injectable } from '@nestjs/common';
+import { AppConfig } from '../config/app-config';
+import { BackgroundJob, Job } from '../lifecycle/background-job';
+import { DrainState } from '../lifecycle/drain-state';
+import { Housekeeping } from '../lifecycle/housekeeping';
+import { WebhookDeliveryRepository } from './webhook-delivery.repository';
+
+/**
+ * Deletes finished webhook deliveries (delivered or failed) and their attempts once they are older
+ * than ALCARTA_EVENT_RETENTION_DAYS, like the events they carried: a replay cannot reach further
+ * back than the event log either. Deliveries still under way are never deleted.
+ */
+@Job('work')
+@Injectable()
+export class WebhookRetentionHousekeeping implements BackgroundJob {
+  private readonly housekeeping: Housekeeping;
+
+  constructor(config: AppConfig, drain: DrainState, deliveries: WebhookDeliveryRepository) {
+    this.housekeeping = new Housekeeping(WebhookRetentionHousekeeping.name, config, drain, async () => ({
+      webhook_deliveries: await deliveries.deleteFinishedBefore(new Date(Date.now() - config.eventRetentionMs)),
+    }));
+  }
+
+  start(): void {
+    this.housekeeping.start();
+  }
+
+  stop(): Promise<void> {
+    return this.housekeeping.stop();
+  }
+}
