@@ -24,10 +24,17 @@ export const USAGE = `Usage: npm run cli -- <command> [options]      (or: node d
   mailboxes policy get MAILBOX_ID                 show the mailbox's approval policy
   mailboxes policy set MAILBOX_ID --file F|-      replace the approval policy with the JSON object in F
                                                   (- for standard input); fields left out take defaults
+  webhooks create --url U --events a,b --mailboxes mbx_…,mbx_…|'*' [--description D]
+                                                  create a webhook endpoint; prints its signing secret (shown once)
+  webhooks list                                   list webhook endpoints (never secrets)
+  webhooks delete WEBHOOK_ID                      delete an endpoint (its deliveries go with it)
+  webhooks rotate-secret WEBHOOK_ID               a new signing secret (shown once); the old one signs too for 24 h
+  webhooks deliveries WEBHOOK_ID                  the endpoint's latest deliveries and their attempts
   audit verify [--file F]                         check the audit chain (or an export); names the first broken entry
   audit export [--since SEQ] [--output F]         write audit entries after SEQ as NDJSON
 
 Options: --json  print JSON instead of text
+Webhook events: message_received request_created request_state_changed message_delivery_changed mailbox_source_changed
 Scopes: mail:read mail:send approvals:read approvals:decide mail:ingest webhooks:manage admin`;
 
 export class UsageError extends Error {}
@@ -62,6 +69,15 @@ export type CliCommand = { readonly json: boolean } & (
   | { readonly name: 'mailboxes source pause' | 'mailboxes source resume'; readonly mailboxId: string }
   | { readonly name: 'mailboxes policy get'; readonly mailboxId: string }
   | { readonly name: 'mailboxes policy set'; readonly mailboxId: string; readonly policy: Record<string, unknown> }
+  | {
+      readonly name: 'webhooks create';
+      readonly url: string;
+      readonly events: string[];
+      readonly mailboxes: string[];
+      readonly description: string | null;
+    }
+  | { readonly name: 'webhooks list' }
+  | { readonly name: 'webhooks delete' | 'webhooks rotate-secret' | 'webhooks deliveries'; readonly webhookId: string }
 );
 
 /** Commands that only read: they run without the application (see read-commands.ts). */
@@ -114,6 +130,22 @@ export function parseCommandLine(argv: string[], existsInCwd: (name: string) => 
         principal: required(values.principal, '--principal'),
         mailboxes: list(required(values.mailboxes, '--mailboxes')),
       };
+    case 'webhooks create':
+      refuseShellExpansion(values.mailboxes, positionals, existsInCwd);
+      return {
+        name,
+        json,
+        url: required(values.url, '--url'),
+        events: list(required(values.events, '--events')),
+        mailboxes: list(required(values.mailboxes, '--mailboxes')),
+        description: values.description ?? null,
+      };
+    case 'webhooks list':
+      return { name, json };
+    case 'webhooks delete':
+    case 'webhooks rotate-secret':
+    case 'webhooks deliveries':
+      return { name, json, webhookId: positional(positionals, `${name} needs a webhook id`) };
     case 'grants revoke':
       return { name, json, grantId: positional(positionals, 'grants revoke needs a grant id') };
     case 'mailboxes create':
@@ -163,6 +195,9 @@ function parse(args: string[]) {
         principal: { type: 'string' },
         'source-file': { type: 'string' },
         file: { type: 'string' },
+        url: { type: 'string' },
+        events: { type: 'string' },
+        description: { type: 'string' },
         json: { type: 'boolean' },
       },
     });

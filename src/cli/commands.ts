@@ -9,8 +9,12 @@ import { MailboxService } from '../mail/mailbox.service';
 import { MailboxPolicyService } from '../approvals/mailbox-policy.service';
 import { WriteCommand } from './command-line';
 import { CommandOutput, grantLine, mailboxLine, policyText } from './output';
+import { runWebhookCommand } from './webhook-commands';
 
-/** A command that changes something, run in the application context (the listings: read-commands.ts). */
+/**
+ * A command run in the application context: one that changes something, or reads through a service
+ * (the plain listings: read-commands.ts).
+ */
 export async function runCommand(app: INestApplicationContext, command: WriteCommand): Promise<CommandOutput> {
   switch (command.name) {
     case 'migrate': {
@@ -94,6 +98,12 @@ export async function runCommand(app: INestApplicationContext, command: WriteCom
         failed: !result.ok,
       };
     }
+    case 'webhooks create':
+    case 'webhooks list':
+    case 'webhooks delete':
+    case 'webhooks rotate-secret':
+    case 'webhooks deliveries':
+      return runWebhookCommand(app, command);
   }
 }
 

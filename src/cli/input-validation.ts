@@ -5,6 +5,7 @@ import { CreateMailboxDto } from '../mail/dto/create-mailbox.dto';
 import { SetPolicyDto } from '../approvals/dto/set-policy.dto';
 import { preparePolicy } from '../approvals/approval-policy';
 import { DEFAULT_EXPIRY_SECONDS, MAX_EXPIRY_SECONDS } from '../approvals/approval.service';
+import { CreateWebhookDto } from '../webhooks/dto/webhook.dto';
 import { WriteCommand } from './command-line';
 
 /**
@@ -30,6 +31,14 @@ export async function validateInput(command: WriteCommand): Promise<void> {
       return;
     case 'grants create':
       await validateBody(CreateGrantDto, { principal: command.principal, mailboxes: command.mailboxes });
+      return;
+    case 'webhooks create':
+      await validateBody(CreateWebhookDto, {
+        url: command.url,
+        events: command.events,
+        mailbox_ids: command.mailboxes,
+        ...(command.description !== null && { description: command.description }),
+      });
       return;
     case 'mailboxes policy set': {
       const body = await validateBody(SetPolicyDto, command.policy);

@@ -3,6 +3,9 @@ import { appEntryArgs } from './app-entry';
 import { secretsIn } from './spawned-server';
 import { recordSecret } from './test-logs';
 
+/** A webhook signing secret (`webhooks create`, `webhooks rotate-secret`): whsec_ and 24 bytes in base64. */
+const WEBHOOK_SECRET = /whsec_[A-Za-z0-9+/]{32}/g;
+
 export interface CliResult {
   code: number | null;
   stdout: string;
@@ -36,6 +39,8 @@ export function runCliWith(
         return reject(new Error(`cli ${args[0]} did not finish: ${err.message}`));
       // What the CLI prints on purpose (a new token's secret) must never reach a server's log.
       for (const secret of secretsIn(stdout)) recordSecret('token secret printed by the CLI', secret);
+      for (const secret of stdout.match(WEBHOOK_SECRET) ?? [])
+        recordSecret('webhook secret printed by the CLI', secret);
       resolve({ code: err ? (err.code as number) : 0, stdout, stderr });
     });
     // Without input the CLI's standard input is closed: a `-` file reads nothing rather than waiting.

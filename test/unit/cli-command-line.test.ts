@@ -164,4 +164,54 @@ describe('CLI command line', () => {
       assert.equal(isReadCommand(command), read.includes(command.name), argv.join(' '));
     }
   });
+
+  it('understands the webhooks commands, and refuses them without what they need', () => {
+    assert.deepEqual(
+      parseCommandLine([
+        'webhooks',
+        'create',
+        '--url',
+        'https://hooks.example.com/a',
+        '--events',
+        'message_received, request_created',
+        '--mailboxes',
+        '*',
+        '--description',
+        'billing',
+        '--json',
+      ]),
+      {
+        name: 'webhooks create',
+        json: true,
+        url: 'https://hooks.example.com/a',
+        events: ['message_received', 'request_created'],
+        mailboxes: ['*'],
+        description: 'billing',
+      },
+    );
+    assert.deepEqual(parseCommandLine(['webhooks', 'list']), { name: 'webhooks list', json: false });
+    for (const action of ['delete', 'rotate-secret', 'deliveries'] as const) {
+      assert.deepEqual(parseCommandLine(['webhooks', action, 'whk_1']), {
+        name: `webhooks ${action}`,
+        json: false,
+        webhookId: 'whk_1',
+      });
+      assert.throws(
+        () => parseCommandLine(['webhooks', action]),
+        new UsageError(`webhooks ${action} needs a webhook id`),
+      );
+    }
+    assert.throws(
+      () => parseCommandLine(['webhooks', 'create', '--url', 'https://h.example/a', '--mailboxes', 'mbx_1']),
+      new UsageError('--events is required'),
+    );
+    assert.throws(
+      () =>
+        parseCommandLine(
+          ['webhooks', 'create', '--url', 'u', '--events', 'e', '--mailboxes', 'mbx_1', 'mbx_2'],
+          () => false,
+        ),
+      /unexpected argument: mbx_2/,
+    );
+  });
 });
