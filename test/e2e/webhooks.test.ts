@@ -228,6 +228,33 @@ describe('webhooks', () => {
     assert.deepEqual(receiver.to(other.path), [], 'an endpoint of another mailbox gets none of them');
   });
 
+  it("POSTs request_created for an agent's request_approval, its cursor before the request's pending state", async () => {
+    const hook = await createEndpoint({ events: ['request_created', 'request_state_changed'] });
+    const { request_id: requestId } = await callOk(agent, 'request_approval', {
+      mailbox_id: mailbox,
+      title: 'Pay invoice 42',
+    });
+    const created = await waitFor('request_created', () =>
+      receiver.to(hook.path).find((r) => r.body.type === 'request_created' && r.body.request_id === requestId),
+    );
+    assert.deepEqual(created.body, await eventBody(created.body.cursor));
+    assert.equal(created.body.title, 'Pay invoice 42');
+    assert.equal(created.body.kind, 'approval');
+    assert.equal(created.body.mailbox_id, mailbox);
+    assert.match(created.body.cursor as string, /^\d+$/);
+    const pending = await waitFor('request_state_changed pending', () =>
+      receiver
+        .to(hook.path)
+        .find(
+          (r) =>
+            r.body.type === 'request_state_changed' && r.body.request_id === requestId && r.body.state === 'pending',
+        ),
+    );
+    // Deliveries may arrive in any order; the event log's order is the cursor's.
+    assert.ok(BigInt(created.body.cursor as string) < BigInt(pending.body.cursor as string));
+    assert.notEqual(created.id, pending.id);
+  });
+
   it('retries an endpoint that is down with the same webhook-id until it answers 2xx', async () => {
     const hook = await createEndpoint({ events: ['message_received'] });
     let failures = 0;
