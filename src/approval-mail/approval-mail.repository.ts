@@ -1,3 +1,4 @@
+import { randomBase62 } from '../common/ids';
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager, In } from 'typeorm';
@@ -8,12 +9,35 @@ export type ApprovalMailChanges = Partial<
   Pick<ApprovalMailEntity, 'status' | 'nextAttemptAt' | 'error' | 'claimedBy' | 'leaseExpiresAt' | 'updatedAt'>
 >;
 
+/** What a queued mail says beyond its request: to whom, what kind, and a reply answer's note and thread. */
+export type NewApprovalMail = Pick<ApprovalMailEntity, 'requestId' | 'email' | 'kind'> &
+  Partial<Pick<ApprovalMailEntity, 'note' | 'inReplyTo'>>;
+
 @Injectable()
 export class ApprovalMailRepository {
   constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
 
-  async insert(manager: EntityManager, mails: ApprovalMailEntity[]): Promise<void> {
-    if (mails.length > 0) await manager.insert(ApprovalMailEntity, mails);
+  /** Queues `mails`, due now: each becomes a row with no attempt yet. */
+  async queue(manager: EntityManager, mails: readonly NewApprovalMail[]): Promise<void> {
+    if (mails.length === 0) return;
+    const now = new Date();
+    await manager.insert(
+      ApprovalMailEntity,
+      mails.map((mail) => ({
+        note: null,
+        inReplyTo: null,
+        ...mail,
+        id: `apm_${randomBase62(22)}`,
+        status: 'queued' as const,
+        attempts: 0,
+        queuedAt: now,
+        nextAttemptAt: now,
+        claimedBy: null,
+        leaseExpiresAt: null,
+        error: null,
+        updatedAt: now,
+      })),
+    );
   }
 
   /**

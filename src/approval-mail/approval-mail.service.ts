@@ -90,25 +90,9 @@ export class ApprovalMailService implements OnModuleInit {
     kind: 'approval' | 'escalation',
   ): Promise<void> {
     if (recipients.length === 0) return;
-    const now = new Date();
-    await this.mails.insert(
+    await this.mails.queue(
       manager,
-      recipients.map((email) => ({
-        id: `apm_${randomBase62(22)}`,
-        requestId: request.id,
-        email,
-        kind,
-        note: null,
-        inReplyTo: null,
-        status: 'queued',
-        attempts: 0,
-        queuedAt: now,
-        nextAttemptAt: now,
-        claimedBy: null,
-        leaseExpiresAt: null,
-        error: null,
-        updatedAt: now,
-      })),
+      recipients.map((email) => ({ requestId: request.id, email, kind })),
     );
     // The outbox's doorbell: the approval mail worker of some replica picks the mails up at once.
     await this.eventLog.ringDoorbell(manager, { kind: 'outbox', mailboxId: request.mailboxId });

@@ -1,6 +1,5 @@
 import { Injectable, OnModuleInit } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
-import { randomBase62 } from '../common/ids';
 import { EventLog } from '../events/event-log';
 import { AlcartaError } from '../kernel/errors';
 import { InboundMessage } from '../mail/inbound-message';
@@ -148,24 +147,14 @@ export class ApprovalReplyService implements OnModuleInit {
   }
 
   private async queueAnswer(manager: EntityManager, reply: ApprovalReplyEntity, note: string): Promise<void> {
-    const now = new Date();
     const request = reply.link!.request!;
-    await this.mails.insert(manager, [
+    await this.mails.queue(manager, [
       {
-        id: `apm_${randomBase62(22)}`,
         requestId: request.id,
         email: reply.sender,
         kind: 'reply_answer',
         note,
         inReplyTo: reply.headerMessageId,
-        status: 'queued',
-        attempts: 0,
-        queuedAt: now,
-        nextAttemptAt: now,
-        claimedBy: null,
-        leaseExpiresAt: null,
-        error: null,
-        updatedAt: now,
       },
     ]);
     await this.eventLog.ringDoorbell(manager, { kind: 'outbox', mailboxId: request.mailboxId });
