@@ -49,6 +49,8 @@ export const SRC_RANKS = {
   tasks: 8,
   'wait-sockets': 8,
   console: 8,
+  // Webhook delivery of the Events extension: subscriptions whose feeds (waits) go to webhooks.
+  'event-subscriptions': 8,
   // Approval mail (its link pages use the console's layout) and the MCP endpoint.
   'approval-mail': 9,
   mcp: 9,

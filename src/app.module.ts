@@ -24,6 +24,7 @@ import { McpModule } from './mcp/mcp.module';
 import { MetricsCoreModule } from './metrics/metrics-core.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { WaitsModule } from './waits/waits.module';
+import { EventSubscriptionsModule } from './event-subscriptions/event-subscriptions.module';
 import { WebhooksModule } from './webhooks/webhooks.module';
 
 /** The HTTP server (REST API, MCP endpoint, health) and the inbound SMTP server. */
@@ -49,6 +50,7 @@ export class AppModule {
         ApprovalsModule,
         AuthModule,
         WaitsModule,
+        EventSubscriptionsModule,
         McpModule,
         WaitSocketsModule,
         ConsoleModule,

@@ -24,10 +24,19 @@ import { Revision20260728RequestClassifier } from './revision-2026-07-28/request
 import { TaskSubscriptions } from './revision-2026-07-28/task-subscriptions';
 import { EventsExtension } from './revision-2026-07-28/events-extension';
 import { WaitsModule } from '../waits/waits.module';
+import { EventSubscriptionsModule } from '../event-subscriptions/event-subscriptions.module';
 
 /** The MCP endpoint. Its browser access (CORS, origin check) is `mcpBrowserAccess`, set up before body parsing. */
 @Module({
-  imports: [MailModule, ApprovalsModule, WaitSocketsModule, TasksModule, EventsModule, WaitsModule],
+  imports: [
+    MailModule,
+    ApprovalsModule,
+    WaitSocketsModule,
+    TasksModule,
+    EventsModule,
+    WaitsModule,
+    EventSubscriptionsModule,
+  ],
   controllers: [McpController],
   providers: [
     MailTools,

@@ -28,8 +28,8 @@ export interface DueWork {
   claimAndLaunch(): Promise<ClaimResult>;
   /** Milliseconds until the next row falls due (on any replica); undefined: none. */
   msUntilNextDue(): Promise<number | undefined>;
-  /** The doorbell that announces new work (default `outbox`). */
-  readonly doorbell?: Doorbell['kind'];
+  /** The doorbell(s) that announce new work (default `outbox`). */
+  readonly doorbell?: Doorbell['kind'] | readonly Doorbell['kind'][];
   /** On drain, after the loop stopped claiming: what the worker still finishes (a promise delays the drain). */
   drained?(): void | Promise<void>;
 }
@@ -81,7 +81,8 @@ export class DueWorkLoop implements DoorbellSubscriber {
   }
 
   onDoorbell(bell: Doorbell): void {
-    if (bell.kind === (this.work.doorbell ?? 'outbox')) this.wake();
+    const wanted = this.work.doorbell ?? 'outbox';
+    if (typeof wanted === 'string' ? bell.kind === wanted : wanted.includes(bell.kind)) this.wake();
   }
 
   onListenerReconnected(): void {

@@ -13,6 +13,7 @@ import { SyncHolderEntity } from '../connected-mailboxes/sync-holder.entity';
 import { AuditCheckpointEntity, AuditEntryEntity, AuditHeadEntity } from '../audit/audit.entities';
 import { ConsoleSessionEntity } from '../console/console-session.entity';
 import { EventEntity } from '../events/event.entity';
+import { EventSubscriptionEntity } from '../event-subscriptions/event-subscription.entity';
 import { MailboxEntity } from '../mail/mailbox.entity';
 import { MessageEntity } from '../mail/message.entity';
 import { OutboundDeliveryEntity } from '../outbox/outbound-delivery.entity';
@@ -50,6 +51,7 @@ export const ENTITIES = [
   AuditHeadEntity,
   AuditCheckpointEntity,
   WebhookEndpointEntity,
+  EventSubscriptionEntity,
   WebhookDeliveryEntity,
   WebhookAttemptEntity,
 ];

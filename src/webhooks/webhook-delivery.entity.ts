@@ -1,6 +1,14 @@
 import { Check, Column, Entity, Index, JoinColumn, ManyToOne, PrimaryColumn } from 'typeorm';
 import { WebhookEndpointEntity } from './webhook-endpoint.entity';
 
+/**
+ * `event`: an event of the event log for a REST endpoint (the body is the event plus `cursor`, the
+ * webhook-id the delivery's id); `occurrence`: an event of an Events-extension subscription's feed
+ * (an EventOccurrence, whose `cursor` is worked out when it is sent); `control`: a control envelope
+ * of the extension (`terminated`).
+ */
+export type WebhookDeliveryKind = 'event' | 'occurrence' | 'control';
+
 export type WebhookDeliveryStatus = 'queued' | 'sending' | 'retrying' | 'delivered' | 'failed';
 
 export const WEBHOOK_DELIVERY_STATUSES: readonly WebhookDeliveryStatus[] = [
@@ -17,6 +25,7 @@ export const WEBHOOK_DELIVERY_STATUSES: readonly WebhookDeliveryStatus[] = [
  * until delivered or failed. Its id is the `webhook-id` of every attempt.
  */
 @Entity({ name: 'webhook_deliveries' })
+@Check('webhook_deliveries_kind_check', `kind IN ('event', 'occurrence', 'control')`)
 @Check('webhook_deliveries_status_check', `status IN ('queued', 'sending', 'retrying', 'delivered', 'failed')`)
 @Index('webhook_deliveries_endpoint', ['endpointId', 'createdAt'])
 /** For retention: housekeeping deletes finished deliveries as old as the events they carried. */
@@ -24,6 +33,7 @@ export const WEBHOOK_DELIVERY_STATUSES: readonly WebhookDeliveryStatus[] = [
 /** Partial indexes for the worker's claim (owned by the migration). */
 @Index('webhook_deliveries_due', { synchronize: false })
 @Index('webhook_deliveries_leases', { synchronize: false })
+@Index('webhook_deliveries_pending_pages', { synchronize: false })
 export class WebhookDeliveryEntity {
   @PrimaryColumn({ type: 'text' })
   id: string;
@@ -35,9 +45,26 @@ export class WebhookDeliveryEntity {
   @JoinColumn({ name: 'endpoint_id', foreignKeyConstraintName: 'webhook_deliveries_endpoint_id_fkey' })
   endpoint?: WebhookEndpointEntity;
 
-  /** The event's id in the event log: its cursor. */
-  @Column({ name: 'event_id', type: 'bigint' })
-  eventId: string;
+  @Column({ type: 'text', default: 'event' })
+  kind: WebhookDeliveryKind;
+
+  /** The event's id in the event log: its cursor (`event` deliveries only). */
+  @Column({ name: 'event_id', type: 'bigint', nullable: true })
+  eventId: string | null;
+
+  /** The `webhook-id` of its POSTs when it is not the delivery's id (the occurrence's eventId). */
+  @Column({ name: 'message_id', type: 'text', nullable: true })
+  messageId: string | null;
+
+  /** Occurrences: the page of the subscription's feed they were read in, and the feed's cursor before and after it. */
+  @Column({ type: 'bigint', nullable: true })
+  page: string | null;
+
+  @Column({ name: 'cursor_before', type: 'text', nullable: true })
+  cursorBefore: string | null;
+
+  @Column({ name: 'cursor_after', type: 'text', nullable: true })
+  cursorAfter: string | null;
 
   @Column({ name: 'event_type', type: 'text' })
   eventType: string;

@@ -2,28 +2,62 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager, In } from 'typeorm';
 import { deleteInBatches } from '../database/batched-delete';
-import { WebhookAttemptEntity, WebhookDeliveryEntity, WebhookDeliveryStatus } from './webhook-delivery.entity';
+import {
+  WebhookAttemptEntity,
+  WebhookDeliveryEntity,
+  WebhookDeliveryKind,
+  WebhookDeliveryStatus,
+} from './webhook-delivery.entity';
 
 /** A delivery this replica just claimed. */
 export interface ClaimedWebhook {
   id: string;
   endpointId: string;
+  kind: WebhookDeliveryKind;
   payload: Record<string, unknown>;
+  /** The webhook-id when it is not `id`. */
+  messageId: string | null;
+  /** Occurrences: the cursor safe to persist once this one is acknowledged (see safeCursors). */
+  safeCursor: string | null;
   attempts: number;
   createdAt: Date;
+}
+
+/** One occurrence of an Events-extension feed page, as queued. */
+export interface QueuedOccurrence {
+  /** The occurrence's eventId: the webhook-id of every attempt. */
+  messageId: string;
+  eventType: string;
+  mailboxId: string | null;
+  payload: Record<string, unknown>;
+}
+
+/** A page of a subscription's feed: its number and the feed's cursor before and after it. */
+export interface FeedPageBounds {
+  page: number;
+  cursorBefore: string;
+  cursorAfter: string;
 }
 
 /** A new delivery's id: `whd_` and 32 random hex digits (gen_random_uuid's 122 random bits). */
 const NEW_DELIVERY_ID = `'whd_' || replace(gen_random_uuid()::text, '-', '')`;
 
 /** The endpoints an event goes to: enabled, asking for its type, covering its mailbox. */
-const MATCHING_ENDPOINTS = `e.enabled AND $2::text = ANY(e.events) AND ('*' = ANY(e.mailbox_ids) OR $3::text = ANY(e.mailbox_ids))`;
+const MATCHING_ENDPOINTS = `e.kind = 'endpoint' AND e.enabled AND $2::text = ANY(e.events) AND ('*' = ANY(e.mailbox_ids) OR $3::text = ANY(e.mailbox_ids))`;
 
-/** Only deliveries of enabled endpoints are due: a disabled endpoint's wait until it is enabled. */
+/** An endpoint that gets deliveries: enabled and not expired. */
+const LIVE_ENDPOINT = `e.id = d.endpoint_id AND e.enabled AND (e.expires_at IS NULL OR e.expires_at > now())`;
+
+/**
+ * Only deliveries of live endpoints are due: a disabled endpoint's wait until it is enabled, an
+ * expired one's are removed with it.
+ */
 const DUE = `(
     (d.status IN ('queued', 'retrying') AND d.next_attempt_at <= now())
     OR (d.status = 'sending' AND d.lease_expires_at <= now())
-  ) AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = d.endpoint_id AND e.enabled)`;
+  ) AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE ${LIVE_ENDPOINT})`;
+
+const PENDING = `('queued', 'retrying', 'sending')`;
 
 @Injectable()
 export class WebhookDeliveryRepository {
@@ -67,6 +101,99 @@ export class WebhookDeliveryRepository {
   }
 
   /**
+   * The occurrences of one page of an Events-extension subscription's feed, in its order, and
+   * control envelopes (`bounds` null). Returns how many were queued.
+   */
+  async queueFeedDeliveries(
+    manager: EntityManager,
+    endpointId: string,
+    kind: 'occurrence' | 'control',
+    items: readonly QueuedOccurrence[],
+    bounds: FeedPageBounds | null,
+  ): Promise<number> {
+    if (items.length === 0) return 0;
+    await manager.query(
+      `INSERT INTO webhook_deliveries (id, endpoint_id, kind, message_id, event_type, mailbox_id, payload, page,
+                                       cursor_before, cursor_after, status, next_attempt_at)
+       SELECT ${NEW_DELIVERY_ID}, $1, $2, item.message_id, item.event_type, item.mailbox_id, item.payload, $4, $5, $6,
+              'queued', now()
+         FROM jsonb_to_recordset($3::jsonb)
+              AS item(message_id text, event_type text, mailbox_id text, payload jsonb)`,
+      [
+        endpointId,
+        kind,
+        JSON.stringify(
+          items.map((i) => ({
+            message_id: i.messageId,
+            event_type: i.eventType,
+            mailbox_id: i.mailboxId,
+            payload: i.payload,
+          })),
+        ),
+        bounds?.page ?? null,
+        bounds?.cursorBefore ?? null,
+        bounds?.cursorAfter ?? null,
+      ],
+    );
+    return items.length;
+  }
+
+  /**
+   * The cursor each claimed occurrence may carry: one that is safe to persist once it is
+   * acknowledged, i.e. every occurrence of the feed before it has been delivered or given up. When
+   * another occurrence of the same subscription at or before its page is still pending, that is the
+   * cursor before the earliest such page; otherwise the cursor after its own page.
+   */
+  private async safeCursors(ids: readonly string[]): Promise<Map<string, string>> {
+    if (ids.length === 0) return new Map();
+    const rows: Array<{ id: string; cursor: string }> = await this.dataSource.query(
+      `SELECT c.id,
+              coalesce((SELECT p.cursor_before FROM webhook_deliveries p
+                         WHERE p.endpoint_id = c.endpoint_id AND p.page IS NOT NULL AND p.page <= c.page
+                           AND p.status IN ${PENDING} AND p.id <> c.id
+                         ORDER BY p.page LIMIT 1),
+                       c.cursor_after) AS cursor
+         FROM webhook_deliveries c WHERE c.id = ANY($1::text[])`,
+      [ids],
+    );
+    return new Map(rows.map((r) => [r.id, r.cursor]));
+  }
+
+  /** The earliest pending page's cursor before it, for each of these endpoints that has one. */
+  async pendingFeedCursors(endpointIds: readonly string[]): Promise<Map<string, string>> {
+    if (endpointIds.length === 0) return new Map();
+    const rows: Array<{ endpoint_id: string; cursor: string }> = await this.dataSource.query(
+      `SELECT DISTINCT ON (endpoint_id) endpoint_id, cursor_before AS cursor FROM webhook_deliveries
+        WHERE endpoint_id = ANY($1::text[]) AND page IS NOT NULL AND status IN ${PENDING}
+        ORDER BY endpoint_id, page`,
+      [endpointIds],
+    );
+    return new Map(rows.map((r) => [r.endpoint_id, r.cursor]));
+  }
+
+  /** The newest delivery attempt and the newest success of an endpoint (Events-extension delivery status). */
+  async lastAttempts(
+    endpointId: string,
+  ): Promise<{ lastDeliveredAt: Date | null; lastError: string | null; lastStatus: number | null }> {
+    const [row] = await this.dataSource.query<
+      Array<{ delivered: Date | null; error: string | null; status_code: number | null }>
+    >(
+      `SELECT (SELECT max(delivered_at) FROM webhook_deliveries WHERE endpoint_id = $1) AS delivered,
+              a.error, a.status_code
+         FROM (SELECT 1) one
+         LEFT JOIN LATERAL (
+           SELECT a.error, a.status_code FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id
+            WHERE d.endpoint_id = $1 ORDER BY a.at DESC LIMIT 1) a ON true`,
+      [endpointId],
+    );
+    return {
+      lastDeliveredAt: row?.delivered ?? null,
+      lastError: row?.error ?? null,
+      lastStatus: row?.status_code ?? null,
+    };
+  }
+
+  /**
    * Claims up to `limit` due deliveries for `replicaId` (queued or retrying ones whose time has
    * come, and `sending` ones whose lease lapsed: their replica died mid-delivery). SKIP LOCKED lets
    * every replica claim at once; times are the database's.
@@ -75,6 +202,8 @@ export class WebhookDeliveryRepository {
     const rows: Array<{
       id: string;
       endpoint_id: string;
+      kind: WebhookDeliveryKind;
+      message_id: string | null;
       payload: Record<string, unknown>;
       attempts: number;
       created_at: Date;
@@ -91,15 +220,20 @@ export class WebhookDeliveryRepository {
                   attempts = d.attempts + 1, next_attempt_at = NULL
              FROM due
             WHERE d.id = due.id
-           RETURNING d.id, d.endpoint_id, d.payload, d.attempts, d.created_at
+           RETURNING d.id, d.endpoint_id, d.kind, d.message_id, d.payload, d.attempts, d.created_at
          )
          SELECT * FROM claimed`,
       [replicaId, leaseMs, limit],
     );
+    // Worked out after the claim, so that what was claimed together counts as pending for each other.
+    const cursors = await this.safeCursors(rows.filter((r) => r.kind === 'occurrence').map((r) => r.id));
     return rows.map((r) => ({
       id: r.id,
       endpointId: r.endpoint_id,
+      kind: r.kind,
+      messageId: r.message_id,
       payload: r.payload,
+      safeCursor: cursors.get(r.id) ?? null,
       attempts: r.attempts,
       createdAt: r.created_at,
     }));
@@ -176,8 +310,7 @@ export class WebhookDeliveryRepository {
     const [row] = await this.dataSource.query<Array<{ ms: string | number | null }>>(
       `SELECT extract(epoch FROM (min(coalesce(d.next_attempt_at, d.lease_expires_at)) - now())) * 1000 AS ms
          FROM webhook_deliveries d
-        WHERE d.status IN ('queued', 'retrying', 'sending')
-          AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = d.endpoint_id AND e.enabled)`,
+        WHERE d.status IN ${PENDING} AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE ${LIVE_ENDPOINT})`,
     );
     return row?.ms === null || row?.ms === undefined ? undefined : Math.max(0, Number(row.ms));
   }

@@ -17,12 +17,23 @@ export const DISABLE_AFTER_FAILING_MS = 3 * 24 * 3600_000;
 /** What became of one attempt: also the label of the deliveries metric. */
 export type WebhookOutcome = 'delivered' | 'retrying' | 'failed' | 'gone' | 'lost_claim';
 
-/** A claimed delivery with what its POST needs: the endpoint's URL and the secrets that sign. */
+/**
+ * The header naming an Events-extension subscription on each of its deliveries, so that a receiver
+ * picks the secret before it parses the body.
+ */
+export const SUBSCRIPTION_ID_HEADER = 'x-mcp-subscription-id';
+
+/** A claimed delivery with what its POST needs: where, what, and the secrets that sign it. */
 export interface PreparedWebhook {
   delivery: ClaimedWebhook;
   url: string;
   /** The current secret, then the previous one while it is still valid. */
   secrets: string[];
+  /** The `webhook-id` of every attempt. */
+  webhookId: string;
+  body: string;
+  /** Headers besides the signature's. */
+  headers: Record<string, string>;
 }
 
 /**
@@ -63,7 +74,9 @@ export class WebhookDispatch implements OnModuleInit {
     // An endpoint deleted since took its deliveries with it.
     return claimed.flatMap((delivery) => {
       const endpoint = endpoints.get(delivery.endpointId);
-      return endpoint ? [{ delivery, url: endpoint.url, secrets: this.signingSecrets(endpoint) }] : [];
+      return endpoint
+        ? [{ delivery, url: endpoint.url, secrets: this.signingSecrets(endpoint), ...request(delivery) }]
+        : [];
     });
   }
 
@@ -124,6 +137,11 @@ export class WebhookDispatch implements OnModuleInit {
         if (endpoint.failingSince) await this.endpoints.update(manager, endpoint.id, { failingSince: null });
         return 'delivered';
       }
+      // An Events-extension receiver that refuses a body as too large will refuse it again.
+      if (statusCode === 413 && delivery.kind !== 'event') {
+        await this.deliveries.update(manager, delivery.id, { ...released, status: 'failed', lastError: error });
+        return 'failed';
+      }
       if (statusCode === 410) {
         await this.deliveries.update(manager, delivery.id, { ...released, status: 'failed', lastError: error });
         await this.disable(manager, endpoint, 'gone', now);
@@ -160,6 +178,8 @@ export class WebhookDispatch implements OnModuleInit {
     if (!endpoint.enabled) return;
     await this.endpoints.update(manager, endpoint.id, { enabled: false, disabledAt: now, disabledReason: reason });
     await this.deliveries.failPending(manager, endpoint.id, `the endpoint was disabled (${reason})`);
+    // An Events-extension subscription reports it to its client (deliveryStatus), not to the event log.
+    if (endpoint.kind !== 'endpoint') return;
     await this.events.appendWebhookDisabledEvent(manager, {
       type: 'webhook_disabled',
       webhook_id: endpoint.id,
@@ -168,4 +188,21 @@ export class WebhookDispatch implements OnModuleInit {
       disabled_at: now.toISOString(),
     });
   }
+}
+
+/**
+ * What a delivery POSTs: an event with its cursor under the delivery's id; an Events-extension
+ * occurrence with the cursor safe to persist, under its eventId; a control envelope as queued; the
+ * last two name their subscription (the endpoint's id).
+ */
+function request(delivery: ClaimedWebhook): Pick<PreparedWebhook, 'webhookId' | 'body' | 'headers'> {
+  if (delivery.kind === 'event') {
+    return { webhookId: delivery.id, body: JSON.stringify(delivery.payload), headers: {} };
+  }
+  const body = delivery.kind === 'occurrence' ? { ...delivery.payload, cursor: delivery.safeCursor } : delivery.payload;
+  return {
+    webhookId: delivery.messageId ?? delivery.id,
+    body: JSON.stringify(body),
+    headers: { [SUBSCRIPTION_ID_HEADER]: delivery.endpointId },
+  };
 }

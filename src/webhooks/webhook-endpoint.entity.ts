@@ -1,4 +1,11 @@
-import { Column, Entity, PrimaryColumn } from 'typeorm';
+import { Check, Column, Entity, Index, PrimaryColumn } from 'typeorm';
+
+/**
+ * `endpoint`: made over REST (docs/webhooks.md); `events_subscription`: made by an Events-extension
+ * client with `events/subscribe` (its id is the subscription's, it expires with its TTL, and its
+ * deliveries are the feed's occurrences; see src/event-subscriptions).
+ */
+export type WebhookEndpointKind = 'endpoint' | 'events_subscription';
 
 /**
  * A webhook endpoint (docs/webhooks.md): where the events of some types in some mailboxes are
@@ -6,9 +13,15 @@ import { Column, Entity, PrimaryColumn } from 'typeorm';
  * until it expires, 24 h after a rotation.
  */
 @Entity({ name: 'webhook_endpoints' })
+@Check('webhook_endpoints_kind_check', `kind IN ('endpoint', 'events_subscription')`)
+/** Partial index for housekeeping's removal of expired endpoints (owned by the migration). */
+@Index('webhook_endpoints_expiring', { synchronize: false })
 export class WebhookEndpointEntity {
   @PrimaryColumn({ type: 'text' })
   id: string;
+
+  @Column({ type: 'text', default: 'endpoint' })
+  kind: WebhookEndpointKind;
 
   @Column({ type: 'text' })
   url: string;
@@ -45,6 +58,10 @@ export class WebhookEndpointEntity {
   /** Since when every attempt failed; null after a success. */
   @Column({ name: 'failing_since', type: 'timestamptz', nullable: true })
   failingSince: Date | null;
+
+  /** When it stops getting deliveries and is removed (an Events-extension subscription's TTL); null: never. */
+  @Column({ name: 'expires_at', type: 'timestamptz', nullable: true })
+  expiresAt: Date | null;
 
   /** The token (or principal) that created it. */
   @Column({ name: 'created_by', type: 'text' })

@@ -18,16 +18,21 @@ export type EndpointChanges = Partial<
     | 'secretSealed'
     | 'previousSecretSealed'
     | 'previousSecretExpiresAt'
+    | 'expiresAt'
   >
 >;
 
 /**
- * The endpoints a caller manages: all of them with access to every mailbox; else those whose
- * mailboxes are all within the caller's (an endpoint of `*` belongs to no tenant alone).
+ * The REST endpoints a caller manages: all of them with access to every mailbox; else those whose
+ * mailboxes are all within the caller's (an endpoint of `*` belongs to no tenant alone). The
+ * endpoints of Events-extension subscriptions are their clients' alone (events/subscribe).
  */
 function visibleTo(access: MailboxAccess): { sql: string; params: unknown[] } {
-  if (access.all) return { sql: 'true', params: [] };
-  return { sql: `NOT ('*' = ANY(e.mailbox_ids)) AND e.mailbox_ids <@ $1::text[]`, params: [[...access.ids]] };
+  if (access.all) return { sql: `e.kind = 'endpoint'`, params: [] };
+  return {
+    sql: `e.kind = 'endpoint' AND NOT ('*' = ANY(e.mailbox_ids)) AND e.mailbox_ids <@ $1::text[]`,
+    params: [[...access.ids]],
+  };
 }
 
 @Injectable()
@@ -79,6 +84,14 @@ export class WebhookEndpointRepository {
   /** The endpoint, locked (the worker's outcome of one of its deliveries). */
   findForUpdate(manager: EntityManager, id: string): Promise<WebhookEndpointEntity | null> {
     return manager.findOne(WebhookEndpointEntity, { where: { id }, lock: { mode: 'pessimistic_write' } });
+  }
+
+  /** Removes endpoints whose time is up, with their deliveries (housekeeping). */
+  async deleteExpired(): Promise<number> {
+    const rows: unknown[] = await this.endpoints.query(
+      `DELETE FROM webhook_endpoints WHERE expires_at IS NOT NULL AND expires_at <= now() RETURNING 1`,
+    );
+    return rows.length;
   }
 
   /** Seconds each failing endpoint has been failing (for metrics). */

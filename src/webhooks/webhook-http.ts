@@ -8,7 +8,7 @@ import { invalidRequest } from '../kernel/errors';
 /** What a webhook POST came to: the endpoint's answer, or why there was none. */
 export type WebhookHttpOutcome =
   /** `bytesRead`: how much of the answer's body was read (at most `maxResponseBytes`). */
-  | { kind: 'response'; status: number; durationMs: number; bytesRead: number }
+  | { kind: 'response'; status: number; durationMs: number; bytesRead: number; body?: Buffer }
   /** `refused`: the target is not allowed (a private address, a redirect…); nothing was sent. */
   | { kind: 'error'; error: string; refused: boolean; durationMs: number };
 
@@ -22,6 +22,8 @@ export interface WebhookHttpOptions {
   /** For the whole exchange: connection, request and the answer's body. */
   timeoutMs: number;
   maxResponseBytes: number;
+  /** Keep what was read of the answer's body (an Events-extension verification reads its echo). */
+  keepBody?: boolean;
   lookup?: WebhookLookup;
 }
 
@@ -216,8 +218,17 @@ export async function postWebhook(
     const req = send(requestOptions, (res: IncomingMessage) => {
       const status = res.statusCode ?? 0;
       let bytesRead = 0;
-      const answered = () => finish({ kind: 'response', status, durationMs: Date.now() - started, bytesRead });
+      const kept: Buffer[] = [];
+      const answered = () =>
+        finish({
+          kind: 'response',
+          status,
+          durationMs: Date.now() - started,
+          bytesRead,
+          ...(options.keepBody ? { body: Buffer.concat(kept).subarray(0, options.maxResponseBytes) } : {}),
+        });
       res.on('data', (chunk: Buffer) => {
+        if (options.keepBody) kept.push(chunk);
         bytesRead = Math.min(bytesRead + chunk.length, options.maxResponseBytes);
         if (bytesRead >= options.maxResponseBytes) answered();
       });
@@ -233,4 +244,19 @@ export async function postWebhook(
     req.on('error', fail);
     req.end(payload);
   });
+}
+
+/**
+ * What went wrong with an attempt, as a category that says nothing of the endpoint's answer beyond
+ * its class (the Events extension's `lastError`; a raw answer would make Alcarta an oracle for
+ * whatever a URL points at).
+ */
+export type WebhookFailureCategory = 'connection_refused' | 'timeout' | 'tls_error' | 'http_4xx' | 'http_5xx';
+
+export function failureCategory(outcome: { status: number | null; error: string | null }): WebhookFailureCategory {
+  if (outcome.status !== null) return outcome.status >= 500 ? 'http_5xx' : 'http_4xx';
+  const error = outcome.error ?? '';
+  if (/no complete answer within|ETIMEDOUT|timed? ?out/i.test(error)) return 'timeout';
+  if (/certificate|self.signed|TLS|SSL|handshake|ERR_TLS|unable to verify|altnames/i.test(error)) return 'tls_error';
+  return 'connection_refused';
 }

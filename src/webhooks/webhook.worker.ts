@@ -85,11 +85,10 @@ export class WebhookWorker implements DueWork, BackgroundJob {
   }
 
   private async post(job: PreparedWebhook): Promise<void> {
-    const body = JSON.stringify(job.delivery.payload);
     const outcome: WebhookHttpOutcome = await postWebhook(
       job.url,
-      body,
-      signedHeaders(job.delivery.id, body, job.secrets, new Date()),
+      job.body,
+      { ...job.headers, ...signedHeaders(job.webhookId, job.body, job.secrets, new Date()) },
       {
         allowedHosts: this.config.webhookAllowedHosts,
         timeoutMs: WEBHOOK_TIMEOUT_MS,

@@ -37,5 +37,6 @@ import { WebhooksService } from './webhooks.service';
     WebhookMetrics,
     WebhookRetentionHousekeeping,
   ],
+  exports: [WebhookEndpointRepository, WebhookDeliveryRepository],
 })
 export class WebhooksModule {}

@@ -475,15 +475,24 @@ describe('Events extension at 2026-07-28', () => {
     assert.equal(cursorError.json.error.data.reason, 'invalid_cursor');
   });
 
-  it('requires the client to declare the extension (-32021), and offers no push or webhook methods (-32601)', async () => {
-    const undeclared = await raw(tokenA, 'events/list', {}, {});
-    assert.equal(undeclared.json?.error?.code, -32021, undeclared.text);
-    assert.deepEqual(undeclared.json.error.data.requiredCapabilities, DECLARES_EVENTS);
-    for (const method of ['events/stream', 'events/subscribe', 'events/unsubscribe']) {
-      const res = await raw(tokenA, method, { name: 'email.received' });
-      assert.equal(res.status, 404, method);
-      assert.equal(res.json?.error?.code, -32601, `${method}: ${res.text}`);
+  it('requires the client to declare the extension (-32021), offers no push (-32601), and no webhooks without a secrets key (-32014)', async () => {
+    const subscribe = {
+      name: 'email.received',
+      arguments: {},
+      delivery: { mode: 'webhook', url: 'https://127.0.0.1:9/hook', secret: `whsec_${'A'.repeat(32)}` },
+    };
+    for (const method of ['events/list', 'events/subscribe']) {
+      const undeclared = await raw(tokenA, method, method === 'events/list' ? {} : subscribe, {});
+      assert.equal(undeclared.json?.error?.code, -32021, undeclared.text);
+      assert.deepEqual(undeclared.json.error.data.requiredCapabilities, DECLARES_EVENTS);
     }
+    const stream = await raw(tokenA, 'events/stream', { name: 'email.received' });
+    assert.equal(stream.status, 404);
+    assert.equal(stream.json?.error?.code, -32601, stream.text);
+    // This server has no ALCARTA_SECRETS_KEY to keep subscribers' secrets: events/list offers poll only.
+    const unsupported = await raw(tokenA, 'events/subscribe', subscribe);
+    assert.equal(unsupported.json?.error?.code, -32014, unsupported.text);
+    assert.deepEqual(unsupported.json.error.data, { feature: 'deliveryMode', value: 'webhook' });
   });
 });
 

@@ -2,11 +2,13 @@ import { Injectable } from '@nestjs/common';
 import { MissingRequiredClientCapabilityError, ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/server';
 import type { Server } from '@modelcontextprotocol/server';
 import { z } from 'zod';
-import { TERMINAL_STATES } from '../../approvals/approval-request.entity';
 import { Caller } from '../../kernel/caller';
 import { AppConfig } from '../../config/app-config';
 import { clientFacingError } from '../../database/database-errors';
+import { EventSubscriptionService } from '../../event-subscriptions/event-subscription.service';
+import { SubscriptionRefusal } from '../../event-subscriptions/subscription-refusal';
 import { EventFeedService, FeedPage, MAX_FEED_PAGE, PageOptions } from '../../waits/event-feed.service';
+import { EVENT_TYPES, EventName, eventType } from '../../waits/event-feed-types';
 import { protocolErrorOf } from '../../kernel/json-rpc';
 import { clientCapabilities, declaresExtension, Revision20260728Extension } from './extension';
 
@@ -16,123 +18,17 @@ import { clientCapabilities, declaresExtension, Revision20260728Extension } from
  */
 export const EVENTS_EXTENSION_ID = 'io.modelcontextprotocol/events';
 
-/** `-32011 NotFound` of the extension: an event type this server does not offer (to this caller). */
+/**
+ * The extension's error codes: `NotFound` (an event type this server does not offer to this caller,
+ * or no such subscription), `Unsupported` (a delivery mode not offered) and `CallbackEndpointError`
+ * (the callback URL did not confirm a subscription).
+ */
 const NOT_FOUND = -32011;
+const UNSUPPORTED = -32014;
+const CALLBACK_ENDPOINT_ERROR = -32015;
 
 /** How soon a client that got everything should poll again (the extension's `nextPollMs`). */
 const NEXT_POLL_MS = 5_000;
-
-const mailboxId = z.string().min(1).optional().describe('Only this mailbox (mbx_…); omit for all your mailboxes.');
-
-const emailReceivedArguments = z
-  .object({
-    mailbox_id: mailboxId,
-    from: z.string().max(320).optional().describe('Only mail from this sender address (case-insensitive).'),
-    subject_contains: z
-      .string()
-      .max(998)
-      .optional()
-      .describe('Only mail whose subject contains this (case-insensitive).'),
-    from_verified: z.boolean().optional().describe('true: only mail whose From domain passed DMARC.'),
-  })
-  .strict();
-
-const approvalDecidedArguments = z
-  .object({
-    mailbox_id: mailboxId,
-    request_ids: z.array(z.string().min(1)).min(1).max(100).optional().describe('Only these requests (chk_…).'),
-    states: z
-      .array(z.enum(TERMINAL_STATES as ['approved', 'rejected', 'expired', 'cancelled']))
-      .min(1)
-      .optional()
-      .describe('Only decisions ending in these states (default: approved, rejected, expired, cancelled).'),
-  })
-  .strict();
-
-const approvalRequestedArguments = z
-  .object({
-    mailbox_id: mailboxId,
-    request_ids: z.array(z.string().min(1)).min(1).max(100).optional().describe('Only these requests (chk_…).'),
-  })
-  .strict();
-
-const AUTHENTICATION = {
-  type: 'object',
-  properties: { spf: { type: 'string' }, dkim: { type: 'string' }, dmarc: { type: 'string' }, arc: { type: 'string' } },
-};
-
-/**
- * The event types, as `events/list` shows them (payloads: the event fields of docs/agents.md,
- * "Concepts", and docs/mail.md).
- */
-const EVENT_TYPES = {
-  'email.received': {
-    description:
-      'New inbound mail in your mailboxes. The cursor is the message cursor of list_messages and email_await ' +
-      '(next_cursor / since_cursor), so a client can switch between them without skipping or repeating mail.',
-    arguments: emailReceivedArguments,
-    payloadSchema: {
-      type: 'object',
-      properties: {
-        mailbox_id: { type: 'string' },
-        message_id: { type: 'string' },
-        from: { type: 'string' },
-        subject: { type: 'string' },
-        received_at: { type: 'string', format: 'date-time' },
-        authentication: AUTHENTICATION,
-        from_verified: { type: 'boolean' },
-      },
-      required: ['mailbox_id', 'message_id', 'from', 'subject', 'received_at'],
-    },
-    readable: (feeds: EventFeedService, caller: Caller) => feeds.readsMail(caller),
-    poll: (feeds: EventFeedService, caller: Caller, args: unknown, page: PageOptions) =>
-      feeds.messagesReceived(caller, args as z.output<typeof emailReceivedArguments>, page),
-  },
-  'approval.decided': {
-    description:
-      'A decision on one of your approval requests: approved or rejected by a person, expired, or cancelled.',
-    arguments: approvalDecidedArguments,
-    payloadSchema: {
-      type: 'object',
-      properties: {
-        request_id: { type: 'string' },
-        mailbox_id: { type: 'string' },
-        state: { type: 'string', enum: [...TERMINAL_STATES] },
-        previous_state: { type: ['string', 'null'] },
-        changed_at: { type: 'string', format: 'date-time' },
-      },
-      required: ['request_id', 'mailbox_id', 'state', 'previous_state', 'changed_at'],
-    },
-    readable: (feeds: EventFeedService, caller: Caller) => feeds.readsDecisions(caller),
-    poll: (feeds: EventFeedService, caller: Caller, args: unknown, page: PageOptions) =>
-      feeds.requestsDecided(caller, args as z.output<typeof approvalDecidedArguments>, page),
-  },
-  'approval.requested': {
-    description:
-      'A new approval request in your mailboxes (the request_created event), to announce it where its approvers ' +
-      'are. send_email requests carry their recipients and subject, never their body.',
-    arguments: approvalRequestedArguments,
-    payloadSchema: {
-      type: 'object',
-      properties: {
-        request_id: { type: 'string' },
-        mailbox_id: { type: 'string' },
-        kind: { type: 'string', enum: ['approval', 'send_email'] },
-        title: { type: 'string' },
-        created_at: { type: 'string', format: 'date-time' },
-        expires_at: { type: 'string', format: 'date-time' },
-        to: { type: 'array', items: { type: 'string' } },
-        cc: { type: 'array', items: { type: 'string' } },
-        subject: { type: 'string' },
-      },
-      required: ['request_id', 'mailbox_id', 'kind', 'title', 'created_at', 'expires_at'],
-    },
-    readable: (feeds: EventFeedService, caller: Caller) => feeds.readsDecisions(caller),
-    poll: (feeds: EventFeedService, caller: Caller, args: unknown, page: PageOptions) =>
-      feeds.requestsCreated(caller, args as z.output<typeof approvalRequestedArguments>, page),
-  },
-} as const;
-type EventName = keyof typeof EVENT_TYPES;
 
 const listParams = z.looseObject({ cursor: z.string().optional() });
 const pollParams = z.looseObject({
@@ -142,14 +38,27 @@ const pollParams = z.looseObject({
   maxAgeMs: z.number().int().min(0).optional(),
   maxEvents: z.number().int().min(1).optional(),
 });
+const subscribeParams = z.looseObject({
+  name: z.string(),
+  arguments: z.record(z.string(), z.unknown()).optional(),
+  delivery: z.looseObject({ mode: z.string().optional(), url: z.string(), secret: z.string() }),
+  cursor: z.string().nullable().optional(),
+  maxAgeMs: z.number().int().min(0).optional(),
+  ttlMs: z.number().int().min(0).nullable().optional(),
+});
+const unsubscribeParams = z.looseObject({
+  name: z.string(),
+  arguments: z.record(z.string(), z.unknown()).optional(),
+  delivery: z.looseObject({ url: z.string() }),
+});
 const anyResult = z.looseObject({});
 
 /**
- * The experimental Events extension at 2026-07-28 (docs/agents.md, "Protocol revisions"), poll
- * delivery only: `events/list` names the event types this caller may read, `events/poll` returns
- * one page of one of them after a cursor. Push (`events/stream`) and webhooks (`events/subscribe`)
- * are not offered; their methods answer -32601. A client must declare the extension in its
- * per-request capabilities.
+ * The experimental Events extension at 2026-07-28 (docs/agents.md, "Events extension"): `events/list`
+ * names the event types this caller may read, `events/poll` returns one page of one of them after a
+ * cursor, and `events/subscribe` / `events/unsubscribe` manage webhook delivery of the same feeds
+ * (EventSubscriptionService; offered when the server can keep secrets). Push (`events/stream`) is not
+ * offered: it answers -32601. A client must declare the extension in its per-request capabilities.
  */
 @Injectable()
 export class EventsExtension implements Revision20260728Extension {
@@ -159,6 +68,7 @@ export class EventsExtension implements Revision20260728Extension {
 
   constructor(
     private readonly feeds: EventFeedService,
+    private readonly subscriptions: EventSubscriptionService,
     config: AppConfig,
   ) {
     this.enabled = config.eventsExtension;
@@ -172,12 +82,12 @@ export class EventsExtension implements Revision20260728Extension {
       return {
         events: (Object.keys(EVENT_TYPES) as EventName[])
           .filter((name) => EVENT_TYPES[name].readable(this.feeds, caller))
-          .map((name) => describe(name)),
+          .map((name) => describe(name, this.subscriptions.offered)),
       };
     });
     server.setRequestHandler('events/poll', { params: pollParams, result: anyResult }, async (params, ctx) => {
       requireDeclared(ctx.mcpReq.envelope);
-      const type = params.name in EVENT_TYPES ? EVENT_TYPES[params.name as EventName] : undefined;
+      const type = eventType(params.name);
       // Like a tool the token's scopes do not allow: indistinguishable from one that does not exist.
       if (!type || !type.readable(this.feeds, caller)) {
         throw new ProtocolError(NOT_FOUND, `No event type ${JSON.stringify(params.name)}; see events/list.`, {
@@ -194,13 +104,85 @@ export class EventsExtension implements Revision20260728Extension {
       };
       return shape(params.name, await answered(type.poll(this.feeds, caller, args.data, page)));
     });
+    server.setRequestHandler(
+      'events/subscribe',
+      { params: subscribeParams, result: anyResult },
+      async (params, ctx) => {
+        requireDeclared(ctx.mcpReq.envelope);
+        if (params.delivery.mode !== undefined && params.delivery.mode !== 'webhook') {
+          throw new ProtocolError(
+            UNSUPPORTED,
+            `events/subscribe is for webhook delivery, not ${params.delivery.mode}.`,
+            {
+              feature: 'deliveryMode',
+              value: params.delivery.mode,
+            },
+          );
+        }
+        const result = await refusalsAsErrors(
+          this.subscriptions.subscribe(caller, {
+            name: params.name,
+            arguments: params.arguments ?? {},
+            url: params.delivery.url,
+            secret: params.delivery.secret,
+            cursor: params.cursor ?? null,
+            maxAgeMs: params.maxAgeMs,
+            ttlMs: params.ttlMs,
+          }),
+        );
+        return { ...result };
+      },
+    );
+    server.setRequestHandler(
+      'events/unsubscribe',
+      { params: unsubscribeParams, result: anyResult },
+      async (params, ctx) => {
+        requireDeclared(ctx.mcpReq.envelope);
+        await refusalsAsErrors(
+          this.subscriptions.unsubscribe(caller, {
+            name: params.name,
+            arguments: params.arguments ?? {},
+            url: params.delivery.url,
+          }),
+        );
+        return {};
+      },
+    );
   }
 }
 
-function describe(name: EventName) {
+function describe(name: EventName, webhooks: boolean) {
   const type = EVENT_TYPES[name];
   const { $schema: _dialect, ...inputSchema } = z.toJSONSchema(type.arguments, { io: 'input' });
-  return { name, description: type.description, delivery: ['poll'], inputSchema, payloadSchema: type.payloadSchema };
+  return {
+    name,
+    description: type.description,
+    delivery: webhooks ? ['poll', 'webhook'] : ['poll'],
+    inputSchema,
+    payloadSchema: type.payloadSchema,
+  };
+}
+
+const REFUSAL_CODES: Record<SubscriptionRefusal['kind'], number> = {
+  invalid_params: ProtocolErrorCode.InvalidParams,
+  not_found: NOT_FOUND,
+  unsupported: UNSUPPORTED,
+  callback_failed: CALLBACK_ENDPOINT_ERROR,
+};
+
+/** A refused subscription as the extension's error; an unreachable database as -32000 (answered). */
+async function refusalsAsErrors<T>(work: Promise<T>): Promise<T> {
+  try {
+    return await work;
+  } catch (err) {
+    if (err instanceof SubscriptionRefusal) throw new ProtocolError(REFUSAL_CODES[err.kind], err.message, err.data);
+    const known = clientFacingError(err);
+    if (known?.code === 'unavailable') {
+      const { code, message, data } = protocolErrorOf(known);
+      throw new ProtocolError(code, message, data);
+    }
+    throw err;
+  }
 }
 
 /** The extension's `PollEventsResult`. */
