@@ -77,12 +77,15 @@ export class EventSubscriptionRepository {
 
   /** Deletes the owner's subscription (its endpoint, and with it everything else); false: there was none. */
   async delete(manager: EntityManager, id: string, owner: string): Promise<boolean> {
-    const rows: unknown[] = await manager.query(
-      `DELETE FROM webhook_endpoints e USING event_subscriptions s
-        WHERE e.id = $1 AND s.id = e.id AND s.owner = $2 AND e.kind = 'events_subscription' RETURNING 1`,
+    // A CTE ending in SELECT: TypeORM answers a bare DELETE as [rows, count].
+    const [{ count }] = await manager.query<Array<{ count: number }>>(
+      `WITH deleted AS (
+         DELETE FROM webhook_endpoints e USING event_subscriptions s
+          WHERE e.id = $1 AND s.id = e.id AND s.owner = $2 AND e.kind = 'events_subscription' RETURNING 1)
+       SELECT count(*)::int AS count FROM deleted`,
       [id, owner],
     );
-    return rows.length > 0;
+    return count > 0;
   }
 
   /** Removes what is left of a subscription that is no longer live, before one with its key is made anew. */

@@ -18,6 +18,8 @@ import { EventSubscriptionRepository } from './event-subscription.repository';
 
 /** Occurrences read from one feed at a time. */
 const FEED_PAGE = 100;
+/** While a feed is not settled (see FeedPage), it is read again this soon. */
+const UNSETTLED_RECHECK_MS = 250;
 /** A `terminated` envelope gets this long to be delivered before its subscription's endpoint goes. */
 const TERMINATED_DELIVERY_MS = 24 * 3600_000;
 
@@ -25,7 +27,8 @@ const TERMINATED_DELIVERY_MS = 24 * 3600_000;
  * Reads the feeds of the Events extension's webhook subscriptions and queues what they find for the
  * webhook engine (every replica runs one, on the outbox's DueWorkLoop). New mail and request events
  * ring its doorbells; each pass reads every live subscription's feed after its position (the pages
- * `events/poll` returns, for the subscription's own caller as it is now), and in one transaction
+ * `events/poll` returns, for the subscription's own caller as it is now; a revoked credential rings
+ * too, to end its subscriptions at once), and in one transaction
  * queues the page's occurrences and moves the position, so nothing is skipped or queued twice. One
  * replica reads a subscription at a time (SKIP LOCKED). A subscription whose caller has lost access
  * ends: it is sent a `terminated` envelope.
@@ -34,9 +37,11 @@ const TERMINATED_DELIVERY_MS = 24 * 3600_000;
 @Injectable()
 export class SubscriptionFeeder implements DueWork, BackgroundJob {
   readonly what = 'events subscription feeder';
-  readonly doorbell = ['message', 'request'] as const;
+  readonly doorbell = ['message', 'request', 'credential_revoked'] as const;
   private readonly logger = new Logger(SubscriptionFeeder.name);
   private readonly loop: DueWorkLoop;
+  /** Whether the last pass left a feed unsettled. */
+  private unsettled = false;
 
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
@@ -67,28 +72,31 @@ export class SubscriptionFeeder implements DueWork, BackgroundJob {
 
   async claimAndLaunch(): Promise<ClaimResult> {
     let more = false;
+    this.unsettled = false;
     for (const id of await this.subscriptions.feedableIds()) {
       if (this.loop.isStopping) break;
-      if (await this.feed(id)) more = true;
+      const read = await this.feed(id);
+      if (read?.hasMore) more = true;
+      if (read && !read.settled) this.unsettled = true;
     }
     return more ? 'more' : 'caught_up';
   }
 
-  /** Doorbells and the safety poll are all it needs. */
+  /** Doorbells and the safety poll, and soon again while a feed is held back by a running transaction. */
   msUntilNextDue(): Promise<number | undefined> {
-    return Promise.resolve(undefined);
+    return Promise.resolve(this.unsettled ? UNSETTLED_RECHECK_MS : undefined);
   }
 
-  /** Reads one page of the subscription's feed and queues it; true when more may follow at once. */
-  private feed(id: string): Promise<boolean> {
+  /** Reads one page of the subscription's feed and queues it; undefined when it was not read. */
+  private feed(id: string): Promise<Pick<FeedPage, 'hasMore' | 'settled'> | undefined> {
     return this.dataSource.transaction(async (manager) => {
       const subscription = await this.subscriptions.lockFeedable(manager, id);
-      if (!subscription) return false;
+      if (!subscription) return undefined;
       const caller = (await this.credentials.usable([subscription.owner], manager)).get(subscription.owner);
       const type = eventType(subscription.name);
       if (!caller || !type || !type.readable(this.feeds, caller)) {
         await this.end(manager, subscription, 'access_ended');
-        return false;
+        return undefined;
       }
       let page: FeedPage;
       try {
@@ -101,7 +109,7 @@ export class SubscriptionFeeder implements DueWork, BackgroundJob {
         // The mailbox its arguments name is no longer the caller's: as a revoked access.
         if (clientFacingError(err)?.code === 'not_found') {
           await this.end(manager, subscription, 'access_ended');
-          return false;
+          return undefined;
         }
         throw err;
       }
@@ -126,7 +134,7 @@ export class SubscriptionFeeder implements DueWork, BackgroundJob {
         pages: String(pages),
         ...(page.hasMore ? {} : { replayFloor: null }),
       });
-      return page.hasMore;
+      return page;
     });
   }
 

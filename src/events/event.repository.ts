@@ -48,17 +48,19 @@ export class EventRepository {
    * it started. Only rows of older transactions are read. They are all committed (or rolled back)
    * already, so no row can later appear before a position handed out: resuming is exact across
    * concurrent writers, replicas and restarts. A transaction still running holds the feed back
-   * until it ends, never longer.
+   * until it ends, never longer. `settled`: no committed event of `type` is held back so (else a
+   * reader that must not miss it, rather than poll again later, reads again soon).
    */
   async requestEventsAfter<T extends FeedType>(
     type: T,
     after: DecisionCursor,
     filter: DecisionFilter,
     limit: number,
-  ): Promise<{ horizon: bigint; rows: Array<DecisionRow<T>> }> {
+  ): Promise<{ horizon: bigint; settled: boolean; rows: Array<DecisionRow<T>> }> {
     const rows = await this.dataSource.query<
       Array<{
         horizon: string;
+        settled: boolean;
         xact: string | null;
         id: string | null;
         mailbox_id: string;
@@ -66,7 +68,8 @@ export class EventRepository {
       }>
     >(
       `WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS horizon)
-       SELECT h.horizon::text AS horizon, e.xact::text AS xact, e.id::text AS id, e.mailbox_id, e.payload
+       SELECT h.horizon::text AS horizon, e.xact::text AS xact, e.id::text AS id, e.mailbox_id, e.payload,
+              NOT EXISTS (SELECT 1 FROM events WHERE ${TYPE_CONDITION[type]} AND xact >= h.horizon) AS settled
          FROM h
          LEFT JOIN LATERAL (
            SELECT xact, id, mailbox_id, payload FROM events
@@ -91,6 +94,7 @@ export class EventRepository {
     );
     return {
       horizon: BigInt(rows[0].horizon),
+      settled: rows[0].settled,
       rows: rows
         .filter((r) => r.id !== null)
         .map((r) => ({

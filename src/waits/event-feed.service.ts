@@ -17,13 +17,16 @@ export interface FeedEvent {
 /**
  * One page of a feed after a cursor. `cursor` resumes exactly after the page (nothing skipped,
  * nothing repeated); `hasMore`: more may follow at once; `truncated`: events were left out (only
- * ever those older than the caller's `maxAgeMs`).
+ * ever those older than the caller's `maxAgeMs`); `settled`: false when events already committed
+ * may still be held back by a transaction that is running (a request feed's horizon), so that a
+ * reader woken by their doorbell reads again soon.
  */
 export interface FeedPage {
   events: FeedEvent[];
   cursor: string;
   hasMore: boolean;
   truncated: boolean;
+  settled: boolean;
 }
 
 export interface PageOptions {
@@ -90,7 +93,12 @@ export class EventFeedService {
       data,
     }));
     // A full page may have more behind it; the next page says (at worst it is empty).
-    return { ...recent(events, page.maxAgeMs), cursor: result.next_cursor!, hasMore: events.length >= page.maxEvents };
+    return {
+      ...recent(events, page.maxAgeMs),
+      cursor: result.next_cursor!,
+      hasMore: events.length >= page.maxEvents,
+      settled: true,
+    };
   }
 
   /** Decided requests (approved, rejected, expired, cancelled) after the cursor. */
@@ -135,16 +143,27 @@ export class EventFeedService {
       states: type === 'request_state_changed' ? (filter.states ?? TERMINAL_STATES) : null,
     };
     if (page.cursor === null) {
-      const { horizon } = await this.events.requestEventsAfter(type, DecisionCursor.before(0n, feed), query, 0);
-      return { events: [], cursor: DecisionCursor.before(horizon, feed).toString(), hasMore: false, truncated: false };
+      const { horizon, settled } = await this.events.requestEventsAfter(
+        type,
+        DecisionCursor.before(0n, feed),
+        query,
+        0,
+      );
+      return {
+        events: [],
+        cursor: DecisionCursor.before(horizon, feed).toString(),
+        hasMore: false,
+        truncated: false,
+        settled,
+      };
     }
     const after = DecisionCursor.parse(page.cursor, feed);
-    const { horizon, rows } = await this.events.requestEventsAfter(type, after, query, page.maxEvents + 1);
+    const { horizon, settled, rows } = await this.events.requestEventsAfter(type, after, query, page.maxEvents + 1);
     const hasMore = rows.length > page.maxEvents;
     const shown = rows.slice(0, page.maxEvents);
     // A page that is not full read everything below the horizon: the next one starts there.
     const next = hasMore ? shown[shown.length - 1].position : after.max(DecisionCursor.before(horizon, feed));
-    return { ...recent(shown.map(toEvent), page.maxAgeMs), cursor: next.toString(), hasMore };
+    return { ...recent(shown.map(toEvent), page.maxAgeMs), cursor: next.toString(), hasMore, settled };
   }
 }
 

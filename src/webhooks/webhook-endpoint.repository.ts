@@ -88,10 +88,12 @@ export class WebhookEndpointRepository {
 
   /** Removes endpoints whose time is up, with their deliveries (housekeeping). */
   async deleteExpired(): Promise<number> {
-    const rows: unknown[] = await this.endpoints.query(
-      `DELETE FROM webhook_endpoints WHERE expires_at IS NOT NULL AND expires_at <= now() RETURNING 1`,
+    // A CTE ending in SELECT: TypeORM answers a bare DELETE as [rows, count].
+    const [{ count }] = await this.endpoints.query<Array<{ count: number }>>(
+      `WITH deleted AS (DELETE FROM webhook_endpoints WHERE expires_at IS NOT NULL AND expires_at <= now() RETURNING 1)
+       SELECT count(*)::int AS count FROM deleted`,
     );
-    return rows.length;
+    return count;
   }
 
   /** Seconds each failing endpoint has been failing (for metrics). */

@@ -14,9 +14,16 @@ export interface ReceivedWebhook {
   signature: string;
   raw: string;
   body: Record<string, any>;
+  headers: IncomingHttpHeaders;
   /** The status the receiver answered, or `hold`. */
   answered: number | 'hold';
 }
+
+/**
+ * How the receiver answers a POST: a status, a status with a JSON body, or `hold` (no answer, the
+ * request stays open: a slow endpoint).
+ */
+export type ReceiverAnswer = number | 'hold' | { status: number; json: unknown };
 
 /**
  * A real HTTP receiver on 127.0.0.1 (docs/webhooks.md), or HTTPS with `startHttps`. `answer` picks
@@ -26,8 +33,11 @@ export interface ReceivedWebhook {
  */
 export class WebhookReceiver {
   readonly received: ReceivedWebhook[] = [];
-  /** The status to answer, or `hold`: no answer, the request stays open (a slow endpoint). */
-  answer: (hook: Omit<ReceivedWebhook, 'answered'>) => number | 'hold' = () => 204;
+  /**
+   * How to answer each POST; by default 204, and an Events-extension `verification` envelope as a
+   * willing receiver does: 200 with its challenge echoed.
+   */
+  answer: (hook: Omit<ReceivedWebhook, 'answered'>) => ReceiverAnswer = echoChallenge;
   private readonly secrets = new Map<string, string[]>();
   private readonly failures: string[] = [];
 
@@ -74,9 +84,12 @@ export class WebhookReceiver {
       req.on('end', () => {
         const raw = Buffer.concat(chunks).toString('utf8');
         const hook = receiver.record(req.url ?? '/', req.headers, raw);
-        const status = receiver.answer(hook);
+        const answer = receiver.answer(hook);
+        const status = typeof answer === 'object' ? answer.status : answer;
         receiver.received.push({ ...hook, answered: status });
-        if (status !== 'hold') res.writeHead(status).end();
+        if (typeof answer === 'object') {
+          res.writeHead(answer.status, { 'content-type': 'application/json' }).end(JSON.stringify(answer.json));
+        } else if (answer !== 'hold') res.writeHead(answer).end();
       });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -113,6 +126,7 @@ export class WebhookReceiver {
       signature: String(headers['webhook-signature']),
       raw,
       body: JSON.parse(raw) as Record<string, any>,
+      headers,
     };
     const secrets = this.secrets.get(path);
     if (!secrets) this.failures.push(`no secret registered for ${path}`);
@@ -129,4 +143,10 @@ export class WebhookReceiver {
     }
     return hook;
   }
+}
+
+/** The default answer: 204, or the challenge of a `verification` envelope echoed. */
+export function echoChallenge(hook: Omit<ReceivedWebhook, 'answered'>): ReceiverAnswer {
+  if (hook.body.type === 'verification') return { status: 200, json: { challenge: hook.body.challenge } };
+  return 204;
 }
