@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { ImapFlow } from 'imapflow';
 import { freePort } from '#app/common/net.js';
-import { testCertificate } from './smtp';
+import { testCertificate } from './tls-certificates';
 import { requireSystemPackage } from './system-packages';
 import { recordSecret } from './test-logs';
 import { waitFor } from './wait-for';

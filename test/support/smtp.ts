@@ -89,31 +89,6 @@ export function repliesWith(result: SwaksResult, code: string): string[] {
   return result.replies.filter((r) => r.startsWith(code));
 }
 
-/** A self-signed certificate for 127.0.0.1 / localhost in a new temporary directory. */
-export async function testCertificate(): Promise<{ dir: string; certFile: string; keyFile: string }> {
-  const dir = await mkdtemp(join(tmpdir(), 'alcarta-smtp-tls-'));
-  const certFile = join(dir, 'cert.pem');
-  const keyFile = join(dir, 'key.pem');
-  await run('openssl', [
-    'req',
-    '-x509',
-    '-newkey',
-    'rsa:2048',
-    '-nodes',
-    '-days',
-    '1',
-    '-subj',
-    '/CN=localhost',
-    '-addext',
-    'subjectAltName=DNS:localhost,IP:127.0.0.1',
-    '-keyout',
-    keyFile,
-    '-out',
-    certFile,
-  ]);
-  return { dir, certFile, keyFile };
-}
-
 /**
  * A bare SMTP connection for what no well-behaved client does (pipelining floods, leaving in the
  * middle of DATA): write raw bytes, read complete replies.

@@ -1,7 +1,10 @@
 import assert from 'node:assert/strict';
+import { readFile, rm } from 'node:fs/promises';
 import { createServer, IncomingHttpHeaders, Server } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
+import { testCertificateAuthority, TestCertificateAuthority } from './tls-certificates';
 
 /** One POST the receiver got: its Standard Webhooks headers and the parsed body. */
 export interface ReceivedWebhook {
@@ -16,10 +19,10 @@ export interface ReceivedWebhook {
 }
 
 /**
- * A real HTTP receiver on 127.0.0.1 (docs/webhooks.md). `answer` picks the status of each POST
- * (default 204). Every POST is checked with the `standardwebhooks` library against every secret
- * registered for its path with `expectSecrets`, as a receiver would: a POST that one of them does
- * not verify fails the test that reads it (`received`).
+ * A real HTTP receiver on 127.0.0.1 (docs/webhooks.md), or HTTPS with `startHttps`. `answer` picks
+ * the status of each POST (default 204). Every POST is checked with the `standardwebhooks` library
+ * against every secret registered for its path with `expectSecrets`, as a receiver would: a POST
+ * that one of them does not verify fails the test that reads it (`received`).
  */
 export class WebhookReceiver {
   readonly received: ReceivedWebhook[] = [];
@@ -28,11 +31,43 @@ export class WebhookReceiver {
   private readonly secrets = new Map<string, string[]>();
   private readonly failures: string[] = [];
 
-  private constructor(private readonly server: Server) {}
+  private constructor(
+    private readonly server: Server,
+    /** For HTTPS: the CA that issued the receiver's certificate, which a server must trust. */
+    readonly certificate: TestCertificateAuthority | null,
+    /** The temporary directory of a certificate the receiver made itself, removed on close. */
+    private readonly ownCertificateDir: string | null,
+  ) {}
 
-  static async start(): Promise<WebhookReceiver> {
-    const server = createServer();
-    const receiver = new WebhookReceiver(server);
+  /** A plain-HTTP receiver (http://127.0.0.1:PORT/…). */
+  static start(): Promise<WebhookReceiver> {
+    return WebhookReceiver.listen(createServer(), null, null);
+  }
+
+  /**
+   * An HTTPS receiver (https://127.0.0.1:PORT/…) whose certificate, for 127.0.0.1 and localhost,
+   * is issued by `certificate`'s CA (by default a throwaway CA made here). Only a server that trusts
+   * that CA delivers to it: a spawned one with `NODE_EXTRA_CA_CERTS` = `caFile`
+   * (spawned-server.ts); the in-process test server cannot change its trust store once started.
+   */
+  static async startHttps(certificate?: TestCertificateAuthority): Promise<WebhookReceiver> {
+    const issued = certificate ?? (await testCertificateAuthority());
+    const [cert, key] = await Promise.all([readFile(issued.certFile), readFile(issued.keyFile)]);
+    return WebhookReceiver.listen(createHttpsServer({ cert, key }), issued, certificate ? null : issued.dir);
+  }
+
+  /** The CA file to trust (`NODE_EXTRA_CA_CERTS`) for an HTTPS receiver. */
+  get caFile(): string {
+    assert.ok(this.certificate, 'only an HTTPS receiver has a CA');
+    return this.certificate.caFile;
+  }
+
+  private static async listen(
+    server: Server,
+    certificate: TestCertificateAuthority | null,
+    ownCertificateDir: string | null,
+  ): Promise<WebhookReceiver> {
+    const receiver = new WebhookReceiver(server, certificate, ownCertificateDir);
     server.on('request', (req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
@@ -49,7 +84,8 @@ export class WebhookReceiver {
   }
 
   url(path: string): string {
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}${path}`;
+    const scheme = this.certificate ? 'https' : 'http';
+    return `${scheme}://127.0.0.1:${(this.server.address() as AddressInfo).port}${path}`;
   }
 
   /** The secrets every POST to `path` must verify with (each on its own). */
@@ -63,9 +99,10 @@ export class WebhookReceiver {
     return this.received.filter((r) => r.path === path);
   }
 
-  close(): Promise<void> {
+  async close(): Promise<void> {
     this.server.closeAllConnections();
-    return new Promise((resolve) => this.server.close(() => resolve()));
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    if (this.ownCertificateDir) await rm(this.ownCertificateDir, { recursive: true, force: true });
   }
 
   private record(path: string, headers: IncomingHttpHeaders, raw: string): Omit<ReceivedWebhook, 'answered'> {
