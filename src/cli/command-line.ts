@@ -27,6 +27,10 @@ export const USAGE = `Usage: npm run cli -- <command> [options]      (or: node d
   webhooks create --url U --events a,b --mailboxes mbx_…,mbx_…|'*' [--description D]
                                                   create a webhook endpoint; prints its signing secret (shown once)
   webhooks list                                   list webhook endpoints (never secrets)
+  webhooks update WEBHOOK_ID [--url U] [--events a,b] [--mailboxes mbx_…,mbx_…|'*'] [--description D]
+                  [--disable|--enable]            change an endpoint (only what is given); --enable
+                                                  takes a disabled one back (replay: what it missed)
+  webhooks replay WEBHOOK_ID --since-cursor C     deliver again the endpoint's events after cursor C
   webhooks delete WEBHOOK_ID                      delete an endpoint (its deliveries go with it)
   webhooks rotate-secret WEBHOOK_ID               a new signing secret (shown once); the old one signs too for 24 h
   webhooks deliveries WEBHOOK_ID                  the endpoint's latest deliveries and their attempts
@@ -77,8 +81,19 @@ export type CliCommand = { readonly json: boolean } & (
       readonly description: string | null;
     }
   | { readonly name: 'webhooks list' }
+  | { readonly name: 'webhooks update'; readonly webhookId: string; readonly changes: WebhookChanges }
+  | { readonly name: 'webhooks replay'; readonly webhookId: string; readonly sinceCursor: string }
   | { readonly name: 'webhooks delete' | 'webhooks rotate-secret' | 'webhooks deliveries'; readonly webhookId: string }
 );
+
+/** `webhooks update`: the body of `PATCH /v1/webhooks/{id}`, only the fields given on the command line. */
+export interface WebhookChanges {
+  readonly url?: string;
+  readonly events?: string[];
+  readonly mailbox_ids?: string[];
+  readonly description?: string;
+  readonly enabled?: boolean;
+}
 
 /** Commands that only read: they run without the application (see read-commands.ts). */
 export type ReadCommand = Extract<CliCommand, { name: 'tokens list' | 'grants list' | 'mailboxes list' }>;
@@ -142,6 +157,19 @@ export function parseCommandLine(argv: string[], existsInCwd: (name: string) => 
       };
     case 'webhooks list':
       return { name, json };
+    case 'webhooks update': {
+      const [webhookId, ...stray] = positionals;
+      if (!webhookId) throw new UsageError(`${name} needs a webhook id`);
+      refuseShellExpansion(values.mailboxes, stray, existsInCwd);
+      return { name, json, webhookId, changes: webhookChanges(values) };
+    }
+    case 'webhooks replay':
+      return {
+        name,
+        json,
+        webhookId: positional(positionals, `${name} needs a webhook id`),
+        sinceCursor: required(values['since-cursor'], '--since-cursor'),
+      };
     case 'webhooks delete':
     case 'webhooks rotate-secret':
     case 'webhooks deliveries':
@@ -198,12 +226,36 @@ function parse(args: string[]) {
         url: { type: 'string' },
         events: { type: 'string' },
         description: { type: 'string' },
+        enable: { type: 'boolean' },
+        disable: { type: 'boolean' },
+        'since-cursor': { type: 'string' },
         json: { type: 'boolean' },
       },
     });
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
+}
+
+/**
+ * The flags of `webhooks update` as a PATCH body: a flag left out leaves its field as it is, so
+ * a command that gives none would change nothing and is refused as a mistake.
+ */
+function webhookChanges(values: ReturnType<typeof parse>['values']): WebhookChanges {
+  if (values.enable && values.disable) throw new UsageError('--enable and --disable exclude each other');
+  const changes: WebhookChanges = {
+    ...(values.url !== undefined && { url: values.url }),
+    ...(values.events !== undefined && { events: list(values.events) }),
+    ...(values.mailboxes !== undefined && { mailbox_ids: list(values.mailboxes) }),
+    ...(values.description !== undefined && { description: values.description }),
+    ...((values.enable || values.disable) && { enabled: values.enable === true }),
+  };
+  if (Object.keys(changes).length === 0) {
+    throw new UsageError(
+      'webhooks update needs something to change: --url, --events, --mailboxes, --description, --disable or --enable',
+    );
+  }
+  return changes;
 }
 
 /**

@@ -100,6 +100,8 @@ export async function runCommand(app: INestApplicationContext, command: WriteCom
     }
     case 'webhooks create':
     case 'webhooks list':
+    case 'webhooks update':
+    case 'webhooks replay':
     case 'webhooks delete':
     case 'webhooks rotate-secret':
     case 'webhooks deliveries':

@@ -5,12 +5,12 @@ import { CreateMailboxDto } from '../mail/dto/create-mailbox.dto';
 import { SetPolicyDto } from '../approvals/dto/set-policy.dto';
 import { preparePolicy } from '../approvals/approval-policy';
 import { DEFAULT_EXPIRY_SECONDS, MAX_EXPIRY_SECONDS } from '../approvals/approval.service';
-import { CreateWebhookDto } from '../webhooks/dto/webhook.dto';
+import { CreateWebhookDto, ReplayWebhookDto, UpdateWebhookDto } from '../webhooks/dto/webhook.dto';
 import { WriteCommand } from './command-line';
 
 /**
- * Checks what a create command would store with the DTO of the REST call that creates the same
- * thing, before the database is opened: the CLI refuses what REST refuses, with the same message
+ * Checks what a create (or change) command would store with the DTO of the REST call that does the
+ * same thing, before the database is opened: the CLI refuses what REST refuses, with the same message
  * (e.g. `address must be an email address`).
  */
 export async function validateInput(command: WriteCommand): Promise<void> {
@@ -39,6 +39,12 @@ export async function validateInput(command: WriteCommand): Promise<void> {
         mailbox_ids: command.mailboxes,
         ...(command.description !== null && { description: command.description }),
       });
+      return;
+    case 'webhooks update':
+      await validateBody(UpdateWebhookDto, { ...command.changes });
+      return;
+    case 'webhooks replay':
+      await validateBody(ReplayWebhookDto, { since_cursor: command.sinceCursor });
       return;
     case 'mailboxes policy set': {
       const body = await validateBody(SetPolicyDto, command.policy);

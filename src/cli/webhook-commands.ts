@@ -30,6 +30,17 @@ export async function runWebhookCommand(app: INestApplicationContext, command: W
       const listed = await webhooks.list(OPERATOR);
       return { json: listed, text: listed.webhooks.map(webhookLine).join('\n') };
     }
+    case 'webhooks update': {
+      const updated = await webhooks.update(OPERATOR, command.webhookId, command.changes);
+      return { json: updated, text: webhookLine(updated) };
+    }
+    case 'webhooks replay': {
+      const replayed = await webhooks.replay(OPERATOR, command.webhookId, { since_cursor: command.sinceCursor });
+      return {
+        json: replayed,
+        text: `queued ${replayed.queued} ${replayed.queued === 1 ? 'delivery' : 'deliveries'} to ${replayed.webhook_id}: the events after cursor ${replayed.since_cursor}`,
+      };
+    }
     case 'webhooks delete':
       await webhooks.delete(OPERATOR, command.webhookId);
       return { json: { webhook_id: command.webhookId, deleted: true }, text: `deleted ${command.webhookId}` };

@@ -279,6 +279,25 @@ describe('Helm chart helm/alcarta and the Dockerfile', () => {
     assert.deepEqual(noJob.filter(isHook), []);
   });
 
+  it('trusts the CA certificates of a ConfigMap through NODE_EXTRA_CA_CERTS (a private CA of webhook receivers)', () => {
+    const plain = one(rendered, 'Deployment');
+    assert.equal(envVar(container(plain), 'NODE_EXTRA_CA_CERTS'), undefined, 'only the built-in CAs by default');
+    assert.ok(!(plain.spec.template.spec.volumes as Manifest[]).some((v) => v.configMap));
+    const deployment = one(
+      template(...REQUIRED, '--set', 'extraCACerts.configMap=corp-ca', '--set', 'extraCACerts.key=bundle.pem'),
+      'Deployment',
+    );
+    const c = container(deployment);
+    const volume = (deployment.spec.template.spec.volumes as Manifest[]).find((v) => v.configMap?.name === 'corp-ca');
+    assert.ok(volume, 'the ConfigMap is a volume');
+    const mount = (c.volumeMounts as Manifest[]).find((m) => m.name === volume.name);
+    assert.ok(mount, 'the volume is mounted');
+    assert.equal(mount.readOnly, true);
+    const [item] = volume.configMap.items as Manifest[];
+    assert.equal(item.key, 'bundle.pem');
+    assert.equal(envVar(c, 'NODE_EXTRA_CA_CERTS')?.value, `${mount.mountPath}/${item.path}`);
+  });
+
   it('uses an existingSecret instead of creating one', () => {
     const manifests = template(
       '--set',

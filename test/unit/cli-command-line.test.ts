@@ -214,4 +214,64 @@ describe('CLI command line', () => {
       /unexpected argument: mbx_2/,
     );
   });
+
+  it('takes only the flags given to webhooks update as the change, and needs a cursor to replay', () => {
+    assert.deepEqual(parseCommandLine(['webhooks', 'update', 'whk_1', '--disable']), {
+      name: 'webhooks update',
+      json: false,
+      webhookId: 'whk_1',
+      changes: { enabled: false },
+    });
+    assert.deepEqual(
+      parseCommandLine([
+        'webhooks',
+        'update',
+        'whk_1',
+        '--url',
+        'https://hooks.example.com/b',
+        '--events',
+        'message_received, request_created',
+        '--mailboxes',
+        '*',
+        '--description',
+        '',
+        '--enable',
+        '--json',
+      ]),
+      {
+        name: 'webhooks update',
+        json: true,
+        webhookId: 'whk_1',
+        changes: {
+          url: 'https://hooks.example.com/b',
+          events: ['message_received', 'request_created'],
+          mailbox_ids: ['*'],
+          description: '',
+          enabled: true,
+        },
+      },
+    );
+    assert.deepEqual(parseCommandLine(['webhooks', 'replay', 'whk_1', '--since-cursor', '42']), {
+      name: 'webhooks replay',
+      json: false,
+      webhookId: 'whk_1',
+      sinceCursor: '42',
+    });
+    const cases: [string[], RegExp][] = [
+      [['webhooks', 'update', '--disable'], /^webhooks update needs a webhook id$/],
+      [['webhooks', 'update', 'whk_1'], /needs something to change: --url, --events/],
+      [['webhooks', 'update', 'whk_1', '--enable', '--disable'], /--enable and --disable exclude each other/],
+      [['webhooks', 'update', 'whk_1', '--mailboxes', 'mbx_1', 'mbx_2'], /unexpected argument: mbx_2/],
+      [['webhooks', 'update', 'whk_1', '--mailboxes', 'README.md'], /file names \(README\.md\)/],
+      [['webhooks', 'replay', 'whk_1'], /^--since-cursor is required$/],
+      [['webhooks', 'replay', '--since-cursor', '1'], /^webhooks replay needs a webhook id$/],
+    ];
+    for (const [argv, message] of cases) {
+      assert.throws(
+        () => parseCommandLine(argv, (name) => name === 'README.md'),
+        (err: unknown) => err instanceof UsageError && message.test(err.message),
+        argv.join(' '),
+      );
+    }
+  });
 });

@@ -196,6 +196,8 @@ ALCARTA_DKIM_PRIVATE_KEY_FILE: {{ ternary (include "alcarta.dkimKeyFile" .) "" (
 {{- define "alcarta.dkimDir" -}}/etc/alcarta/dkim{{- end }}
 {{- define "alcarta.dkimKeyFile" -}}{{ include "alcarta.dkimDir" . }}/private.pem{{- end }}
 {{- define "alcarta.smtpTlsDir" -}}/etc/alcarta/smtp-tls{{- end }}
+{{/* Where the pods see the extra CA certificates (read-only ConfigMap mount, NODE_EXTRA_CA_CERTS). */}}
+{{- define "alcarta.extraCACertsDir" -}}/etc/alcarta/extra-ca-certs{{- end }}
 
 {{/* The pod-level settings shared by the Deployment and the migration Job. */}}
 {{- define "alcarta.podCommon" -}}
