@@ -76,9 +76,16 @@ export class WebhookEndpointRepository {
     return manager.findBy(WebhookEndpointEntity, { id: In([...ids]) });
   }
 
-  /** The endpoint, locked (the worker's outcome of one of its deliveries). */
-  findForUpdate(manager: EntityManager, id: string): Promise<WebhookEndpointEntity | null> {
-    return manager.findOne(WebhookEndpointEntity, { where: { id }, lock: { mode: 'pessimistic_write' } });
+  /**
+   * The endpoints, locked in id order (the worker's outcomes of their deliveries; the same order in
+   * every batch, so that two batches never wait on each other crosswise).
+   */
+  findManyForUpdate(manager: EntityManager, ids: readonly string[]): Promise<WebhookEndpointEntity[]> {
+    return manager.find(WebhookEndpointEntity, {
+      where: { id: In([...ids]) },
+      order: { id: 'ASC' },
+      lock: { mode: 'pessimistic_write' },
+    });
   }
 
   /** Seconds each failing endpoint has been failing (for metrics). */
