@@ -409,7 +409,7 @@ export class Environment {
   @IsInt()
   @Min(0)
   @Max(1024)
-  ALCARTA_WEBHOOK_CONCURRENCY: number = 64;
+  ALCARTA_WEBHOOK_CONCURRENCY: number = 128;
 
   /**
    * A replica's claim on a message it is sending. A claim older than this (the replica died
