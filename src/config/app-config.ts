@@ -30,6 +30,7 @@ export class AppConfig {
   readonly maxIngestBytes: number;
   readonly logLevel: string;
   readonly dbPoolSize: number;
+  readonly dbWorkerPoolSize: number;
   readonly expirySweepMs: number;
   readonly shutdownGraceMs: number;
   readonly maxMessageWaitSeconds: number;
@@ -77,6 +78,7 @@ export class AppConfig {
   readonly webhookRetryMaxMs: number;
   readonly webhookRetryBaseMs: number;
   readonly webhookLeaseMs: number;
+  readonly webhookConcurrency: number;
   readonly outboxLeaseMs: number;
   /** The key of the secrets of connected mailboxes; undefined: none configured (the embedded database makes one). */
   get secretsKey(): Buffer | undefined {
@@ -130,6 +132,7 @@ export class AppConfig {
     this.maxIngestBytes = env.ALCARTA_MAX_INGEST_BYTES;
     this.logLevel = env.ALCARTA_LOG_LEVEL;
     this.dbPoolSize = env.ALCARTA_DB_POOL_SIZE;
+    this.dbWorkerPoolSize = env.ALCARTA_DB_WORKER_POOL_SIZE;
     this.expirySweepMs = env.ALCARTA_EXPIRY_SWEEP_SECONDS * 1000;
     this.shutdownGraceMs = env.ALCARTA_SHUTDOWN_GRACE_SECONDS * 1000;
     this.maxMessageWaitSeconds = env.ALCARTA_MAX_MESSAGE_WAIT_SECONDS;
@@ -176,6 +179,7 @@ export class AppConfig {
     this.webhookRetryMaxMs = env.ALCARTA_WEBHOOK_RETRY_MAX_SECONDS * 1000;
     this.webhookRetryBaseMs = env.ALCARTA_WEBHOOK_RETRY_BASE_SECONDS * 1000;
     this.webhookLeaseMs = env.ALCARTA_WEBHOOK_LEASE_SECONDS * 1000;
+    this.webhookConcurrency = env.ALCARTA_WEBHOOK_CONCURRENCY;
     this.outboxLeaseMs = env.ALCARTA_OUTBOX_LEASE_SECONDS * 1000;
     this.#secretsKey = env.ALCARTA_SECRETS_KEY ? Buffer.from(env.ALCARTA_SECRETS_KEY.trim(), 'base64') : undefined;
     this.#previousSecretsKey = env.ALCARTA_SECRETS_KEY_PREVIOUS

@@ -91,6 +91,17 @@ export class Environment {
   @Max(1000)
   ALCARTA_DB_POOL_SIZE: number = 10;
 
+  /**
+   * Connections of each replica kept apart for the webhook worker's claims and records, beside
+   * ALCARTA_DB_POOL_SIZE, so that a burst of requests queued for the main pool does not hold up
+   * delivery. Opened when the worker first claims.
+   */
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(100)
+  ALCARTA_DB_WORKER_POOL_SIZE: number = 2;
+
   /** How often overdue pending approval requests are moved to `expired`, and due ones escalated. */
   @Type(() => Number)
   @IsInt()
@@ -389,6 +400,16 @@ export class Environment {
   @Min(15)
   @Max(3600)
   ALCARTA_WEBHOOK_LEASE_SECONDS: number = 60;
+
+  /**
+   * Webhook POSTs one replica makes at the same time (over all endpoints). 0: this replica delivers
+   * no webhooks (it still queues them with every event; the other replicas deliver them).
+   */
+  @Type(() => Number)
+  @IsInt()
+  @Min(0)
+  @Max(1024)
+  ALCARTA_WEBHOOK_CONCURRENCY: number = 128;
 
   /**
    * A replica's claim on a message it is sending. A claim older than this (the replica died

@@ -18,10 +18,16 @@ const MIGRATIONS = __filename.endsWith('.ts')
 
 /**
  * The one description of how Alcarta talks to PostgreSQL, shared by the server, the CLI and the
- * tests. The schema is owned by the migrations in `migrations/`;
+ * tests. `applicationName` names the pool's sessions in pg_stat_activity. The schema is owned by
+ * the migrations in `migrations/`;
  * `synchronize` stays off everywhere.
  */
-export function dataSourceOptions(url: string, poolSize: number, entities: TableEntities): TypeOrmModuleOptions {
+export function dataSourceOptions(
+  url: string,
+  poolSize: number,
+  entities: TableEntities,
+  applicationName = 'alcarta',
+): TypeOrmModuleOptions {
   return {
     type: 'postgres',
     url,
@@ -31,7 +37,7 @@ export function dataSourceOptions(url: string, poolSize: number, entities: Table
     synchronize: false,
     migrationsRun: false,
     logging: false,
-    applicationName: 'alcarta',
+    applicationName,
     // Separate bounds on connecting and on queueing for a free connection (see BoundedPool). The
     // pool opens fresh connections by itself once PostgreSQL is back.
     driver: boundedPg,

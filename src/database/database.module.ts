@@ -1,8 +1,10 @@
 import { DynamicModule, Global, Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import { DataSourceOptions } from 'typeorm';
 import { AppConfig } from '../config/app-config';
 import { dataSourceOptions, TableEntities } from './data-source-options';
 import { MigrationRunner } from './migration-runner';
+import { WorkerDataSource } from './worker-data-source';
 
 @Global()
 @Module({})
@@ -20,8 +22,23 @@ export class DatabaseModule {
           },
         }),
       ],
-      providers: [MigrationRunner],
-      exports: [MigrationRunner],
+      providers: [
+        MigrationRunner,
+        {
+          provide: WorkerDataSource,
+          inject: [AppConfig],
+          useFactory: (config: AppConfig) =>
+            new WorkerDataSource(
+              dataSourceOptions(
+                config.databaseUrl ?? '',
+                config.dbWorkerPoolSize,
+                entities,
+                'alcarta-worker',
+              ) as DataSourceOptions,
+            ),
+        },
+      ],
+      exports: [MigrationRunner, WorkerDataSource],
     };
   }
 }

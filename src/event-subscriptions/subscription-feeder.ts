@@ -144,7 +144,7 @@ export class SubscriptionFeeder implements DueWork, BackgroundJob {
    */
   private async end(manager: EntityManager, subscription: EventSubscriptionEntity, reason: string): Promise<void> {
     await this.subscriptions.update(manager, subscription.id, { endedAt: new Date() });
-    const endpoint = (await this.endpoints.findForUpdate(manager, subscription.id))!;
+    const [endpoint] = await this.endpoints.findManyForUpdate(manager, [subscription.id]);
     const deadline = new Date(Date.now() + TERMINATED_DELIVERY_MS);
     if (!endpoint.expiresAt || endpoint.expiresAt > deadline) {
       await this.endpoints.update(manager, endpoint.id, { expiresAt: deadline });

@@ -39,6 +39,15 @@ export interface FeedPageBounds {
   cursorAfter: string;
 }
 
+/** What one attempt left a claimed delivery as (its claim released). */
+export interface SettledWebhook {
+  id: string;
+  status: Extract<WebhookDeliveryStatus, 'delivered' | 'retrying' | 'failed'>;
+  nextAttemptAt: Date | null;
+  deliveredAt: Date | null;
+  lastError: string | null;
+}
+
 /** A new delivery's id: `whd_` and 32 random hex digits (gen_random_uuid's 122 random bits). */
 const NEW_DELIVERY_ID = `'whd_' || replace(gen_random_uuid()::text, '-', '')`;
 
@@ -144,9 +153,9 @@ export class WebhookDeliveryRepository {
    * another occurrence of the same subscription at or before its page is still pending, that is the
    * cursor before the earliest such page; otherwise the cursor after its own page.
    */
-  private async safeCursors(ids: readonly string[]): Promise<Map<string, string>> {
+  private async safeCursors(manager: EntityManager, ids: readonly string[]): Promise<Map<string, string>> {
     if (ids.length === 0) return new Map();
-    const rows: Array<{ id: string; cursor: string }> = await this.dataSource.query(
+    const rows: Array<{ id: string; cursor: string }> = await manager.query(
       `SELECT c.id,
               coalesce((SELECT p.cursor_before FROM webhook_deliveries p
                          WHERE p.endpoint_id = c.endpoint_id AND p.page IS NOT NULL AND p.page <= c.page
@@ -196,9 +205,9 @@ export class WebhookDeliveryRepository {
   /**
    * Claims up to `limit` due deliveries for `replicaId` (queued or retrying ones whose time has
    * come, and `sending` ones whose lease lapsed: their replica died mid-delivery). SKIP LOCKED lets
-   * every replica claim at once; times are the database's.
+   * every replica claim at once; times are the database's. `manager`: the worker's own pool.
    */
-  async claimDue(replicaId: string, leaseMs: number, limit: number): Promise<ClaimedWebhook[]> {
+  async claimDue(manager: EntityManager, replicaId: string, leaseMs: number, limit: number): Promise<ClaimedWebhook[]> {
     const rows: Array<{
       id: string;
       endpoint_id: string;
@@ -207,7 +216,7 @@ export class WebhookDeliveryRepository {
       payload: Record<string, unknown>;
       attempts: number;
       created_at: Date;
-    }> = await this.dataSource.query(
+    }> = await manager.query(
       `WITH due AS (
            SELECT d.id FROM webhook_deliveries d
             WHERE ${DUE}
@@ -226,7 +235,10 @@ export class WebhookDeliveryRepository {
       [replicaId, leaseMs, limit],
     );
     // Worked out after the claim, so that what was claimed together counts as pending for each other.
-    const cursors = await this.safeCursors(rows.filter((r) => r.kind === 'occurrence').map((r) => r.id));
+    const cursors = await this.safeCursors(
+      manager,
+      rows.filter((r) => r.kind === 'occurrence').map((r) => r.id),
+    );
     return rows.map((r) => ({
       id: r.id,
       endpointId: r.endpoint_id,
@@ -239,39 +251,66 @@ export class WebhookDeliveryRepository {
     }));
   }
 
-  /** The delivery, locked, if `replicaId` still holds its claim; also the database's clock. */
-  async lockClaim(
+  /**
+   * Of `ids`, those `replicaId` still holds the claim of, locked (in id order, so that two batches
+   * never wait on each other crosswise), with their attempt numbers; also the database's clock.
+   */
+  async lockClaims(
     manager: EntityManager,
-    id: string,
+    ids: readonly string[],
     replicaId: string,
-  ): Promise<{ delivery: WebhookDeliveryEntity; now: Date } | null> {
-    const delivery = await manager.findOne(WebhookDeliveryEntity, {
-      where: { id, status: 'sending', claimedBy: replicaId },
-      lock: { mode: 'pessimistic_write' },
-    });
-    if (!delivery) return null;
-    const [{ now }] = await manager.query<Array<{ now: Date }>>(`SELECT now() AS now`);
-    return { delivery, now };
+  ): Promise<{ attempts: Map<string, number>; now: Date }> {
+    const rows: Array<{ id: string; attempts: number; now: Date }> = await manager.query(
+      `SELECT id, attempts, now() AS now FROM webhook_deliveries
+        WHERE id = ANY($1::text[]) AND status = 'sending' AND claimed_by = $2
+        ORDER BY id
+          FOR UPDATE`,
+      [[...ids], replicaId],
+    );
+    const now = rows[0]?.now ?? (await manager.query<Array<{ now: Date }>>(`SELECT now() AS now`))[0].now;
+    return { attempts: new Map(rows.map((r) => [r.id, r.attempts])), now };
   }
 
-  async recordAttempt(
+  /** The attempts of a batch, in one statement. */
+  async recordAttempts(
     manager: EntityManager,
-    attempt: Pick<WebhookAttemptEntity, 'deliveryId' | 'n' | 'at' | 'statusCode' | 'error' | 'durationMs'>,
-  ): Promise<void> {
-    await manager.insert(WebhookAttemptEntity, attempt);
-  }
-
-  async update(
-    manager: EntityManager,
-    id: string,
-    changes: Partial<
-      Pick<
-        WebhookDeliveryEntity,
-        'status' | 'nextAttemptAt' | 'claimedBy' | 'leaseExpiresAt' | 'deliveredAt' | 'lastError'
-      >
+    attempts: ReadonlyArray<
+      Pick<WebhookAttemptEntity, 'deliveryId' | 'n' | 'at' | 'statusCode' | 'error' | 'durationMs'>
     >,
   ): Promise<void> {
-    await manager.update(WebhookDeliveryEntity, { id }, changes);
+    if (attempts.length === 0) return;
+    await manager.query(
+      `INSERT INTO webhook_attempts (delivery_id, n, at, status_code, error, duration_ms)
+       SELECT * FROM unnest($1::text[], $2::int[], $3::timestamptz[], $4::int[], $5::text[], $6::int[])`,
+      [
+        attempts.map((a) => a.deliveryId),
+        attempts.map((a) => a.n),
+        attempts.map((a) => a.at),
+        attempts.map((a) => a.statusCode),
+        attempts.map((a) => a.error),
+        attempts.map((a) => a.durationMs),
+      ],
+    );
+  }
+
+  /** What the attempts of a batch left each delivery as, in one statement; each claim is released. */
+  async settle(manager: EntityManager, settled: readonly SettledWebhook[]): Promise<void> {
+    if (settled.length === 0) return;
+    await manager.query(
+      `UPDATE webhook_deliveries d
+          SET status = s.status, next_attempt_at = s.next_attempt_at, delivered_at = s.delivered_at,
+              last_error = s.last_error, claimed_by = NULL, lease_expires_at = NULL
+         FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[], $5::text[])
+           AS s(id, status, next_attempt_at, delivered_at, last_error)
+        WHERE d.id = s.id`,
+      [
+        settled.map((s) => s.id),
+        settled.map((s) => s.status),
+        settled.map((s) => s.nextAttemptAt),
+        settled.map((s) => s.deliveredAt),
+        settled.map((s) => s.lastError),
+      ],
+    );
   }
 
   /** An endpoint that was disabled gives up what it still had queued. */
@@ -306,8 +345,8 @@ export class WebhookDeliveryRepository {
   }
 
   /** Milliseconds until the next delivery falls due (a retry, or a lease that lapses); undefined: none. */
-  async msUntilNextDue(): Promise<number | undefined> {
-    const [row] = await this.dataSource.query<Array<{ ms: string | number | null }>>(
+  async msUntilNextDue(manager: EntityManager): Promise<number | undefined> {
+    const [row] = await manager.query<Array<{ ms: string | number | null }>>(
       `SELECT extract(epoch FROM (min(coalesce(d.next_attempt_at, d.lease_expires_at)) - now())) * 1000 AS ms
          FROM webhook_deliveries d
         WHERE d.status IN ${PENDING} AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE ${LIVE_ENDPOINT})`,

@@ -81,9 +81,18 @@ export class WebhookEndpointRepository {
     return manager.findBy(WebhookEndpointEntity, { id: In([...ids]) });
   }
 
-  /** The endpoint, locked (the worker's outcome of one of its deliveries). */
-  findForUpdate(manager: EntityManager, id: string): Promise<WebhookEndpointEntity | null> {
-    return manager.findOne(WebhookEndpointEntity, { where: { id }, lock: { mode: 'pessimistic_write' } });
+  /**
+   * The endpoints, locked in id order (the worker's outcomes of their deliveries; the same order in
+   * every batch, so that two batches never wait on each other crosswise). FOR NO KEY UPDATE: the
+   * outcomes change no key, and this lock does not wait for (nor hold up) the ingest transactions
+   * that queue deliveries, whose foreign key holds FOR KEY SHARE on the endpoint until they commit.
+   */
+  findManyForUpdate(manager: EntityManager, ids: readonly string[]): Promise<WebhookEndpointEntity[]> {
+    return manager.find(WebhookEndpointEntity, {
+      where: { id: In([...ids]) },
+      order: { id: 'ASC' },
+      lock: { mode: 'for_no_key_update' },
+    });
   }
 
   /** Removes endpoints whose time is up, with their deliveries (housekeeping). */

@@ -1,6 +1,6 @@
 import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
-import { request as httpRequest, type IncomingMessage, type RequestOptions } from 'node:http';
-import { request as httpsRequest } from 'node:https';
+import { Agent as HttpAgent, request as httpRequest, type IncomingMessage, type RequestOptions } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { isIP } from 'node:net';
 import ipaddr from 'ipaddr.js';
 import { invalidRequest } from '../kernel/errors';
@@ -171,16 +171,53 @@ function systemLookup(hostname: string): Promise<readonly string[]> {
 }
 
 /**
- * POSTs `body` to `url` with `headers`, on a fresh connection whose address is checked (see
- * guardedLookup; a literal address is checked before). A redirect is an answer like any other,
- * never followed; the whole exchange is cut after `timeoutMs`, and at most `maxResponseBytes` of
- * the answer are read before the connection is closed.
+ * An idle kept-alive connection is closed after this long: below the 5 s that Node's servers
+ * (and many others) keep an idle connection, so that the endpoint seldom closes one as it is reused.
+ */
+const IDLE_CONNECTION_MS = 4000;
+
+/**
+ * Origins whose agents are kept; beyond it, the least recently added is forgotten (its POSTs in
+ * flight finish; its idle connections close after IDLE_CONNECTION_MS).
+ */
+const MAX_ORIGINS = 1000;
+
+/**
+ * Kept-alive connections for webhook POSTs: one agent per endpoint origin (and allow-list, which
+ * judged its connections). A connection is made, its address checked by the guarded lookup, only
+ * when no idle one to that origin is free; reusing one sends to the address already checked. Idle
+ * connections do not keep the process alive (Node's agents unref them).
+ */
+export class WebhookConnections {
+  private readonly agents = new Map<string, HttpAgent>();
+
+  agentFor(url: URL, allowedHosts: readonly string[]): HttpAgent {
+    const key = `${url.origin} ${allowedHosts.join(',')}`;
+    let agent = this.agents.get(key);
+    if (!agent) {
+      const settings = { keepAlive: true, timeout: IDLE_CONNECTION_MS, scheduling: 'lifo' as const };
+      agent = url.protocol === 'https:' ? new HttpsAgent(settings) : new HttpAgent(settings);
+      this.agents.set(key, agent);
+      if (this.agents.size > MAX_ORIGINS) this.agents.delete(this.agents.keys().next().value as string);
+    }
+    return agent;
+  }
+}
+
+/**
+ * POSTs `body` to `url` with `headers`, through the guarded lookup (a literal address is checked
+ * before): on a fresh connection, or on an idle kept-alive one of `connections` when given (its
+ * address was checked when it was made). A redirect is an answer like any other, never followed;
+ * the whole exchange is cut after `timeoutMs`, and at most `maxResponseBytes` of the answer are
+ * read before the connection is closed. A kept-alive connection the endpoint closed just as it was
+ * reused (no answer at all) is retried once on a fresh one.
  */
 export async function postWebhook(
   url: string,
   body: string,
   headers: Record<string, string>,
   options: WebhookHttpOptions,
+  connections?: WebhookConnections,
 ): Promise<WebhookHttpOutcome> {
   const started = Date.now();
   const target = parseTarget(url, options.allowedHosts);
@@ -188,62 +225,101 @@ export async function postWebhook(
     return { kind: 'error', error: target, refused: true, durationMs: Date.now() - started };
   }
   const payload = Buffer.from(body);
+  const deadline = started + options.timeoutMs;
+  const agent = connections?.agentFor(target.url, options.allowedHosts);
+  const first = await sendOnce(target, payload, headers, options, agent ?? false, started, deadline);
+  if (first !== STALE_CONNECTION) return first;
+  const retried = await sendOnce(target, payload, headers, options, false, started, deadline);
+  return retried === STALE_CONNECTION ? staleOutcome(started) : retried;
+}
+
+/** A reused connection failed before any answer: the endpoint had closed it. */
+const STALE_CONNECTION = Symbol('stale connection');
+
+function staleOutcome(started: number): WebhookHttpOutcome {
+  return {
+    kind: 'error',
+    error: 'the connection was closed before an answer',
+    refused: false,
+    durationMs: Date.now() - started,
+  };
+}
+
+/** One request; `agent` false: a fresh connection, closed afterwards. */
+function sendOnce(
+  target: Target,
+  payload: Buffer,
+  headers: Record<string, string>,
+  options: WebhookHttpOptions,
+  agent: HttpAgent | false,
+  started: number,
+  deadline: number,
+): Promise<WebhookHttpOutcome | typeof STALE_CONNECTION> {
   const requestOptions: RequestOptions = {
     method: 'POST',
     hostname: target.url.hostname.replace(/^\[(.*)\]$/, '$1'),
     port: target.url.port || undefined,
     path: `${target.url.pathname}${target.url.search}`,
     headers: { 'content-type': 'application/json', ...headers, 'content-length': String(payload.length) },
-    // No pooled socket: each delivery connects anew, through the guarded lookup.
-    agent: false,
+    agent,
+    // Used by the agent only when it makes a new connection: every connection's address is checked.
     lookup: guardedLookup(options.allowedHosts, options.lookup ?? systemLookup),
   };
   const send = target.url.protocol === 'https:' ? httpsRequest : httpRequest;
-  return new Promise<WebhookHttpOutcome>((resolve) => {
+  return new Promise((resolve) => {
     let settled = false;
-    const finish = (outcome: WebhookHttpOutcome) => {
+    let answered = false;
+    /** `keep`: the answer was read to its end, so a kept-alive connection may serve the next POST. */
+    const finish = (outcome: WebhookHttpOutcome | typeof STALE_CONNECTION, keep = false) => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
-      req.destroy();
+      if (!(keep && agent)) req.destroy();
       resolve(outcome);
     };
-    const fail = (err: Error) =>
+    const fail = (err: Error) => {
+      if (!answered && req.reusedSocket && isConnectionReset(err)) return finish(STALE_CONNECTION);
       finish({
         kind: 'error',
         error: err.message,
         refused: err instanceof RefusedTarget,
         durationMs: Date.now() - started,
       });
+    };
     const req = send(requestOptions, (res: IncomingMessage) => {
+      answered = true;
       const status = res.statusCode ?? 0;
       let bytesRead = 0;
       const kept: Buffer[] = [];
-      const answered = () =>
-        finish({
-          kind: 'response',
-          status,
-          durationMs: Date.now() - started,
-          bytesRead,
-          ...(options.keepBody ? { body: Buffer.concat(kept).subarray(0, options.maxResponseBytes) } : {}),
-        });
+      const outcome = () => ({
+        kind: 'response' as const,
+        status,
+        durationMs: Date.now() - started,
+        bytesRead,
+        ...(options.keepBody ? { body: Buffer.concat(kept).subarray(0, options.maxResponseBytes) } : {}),
+      });
       res.on('data', (chunk: Buffer) => {
         if (options.keepBody) kept.push(chunk);
         bytesRead = Math.min(bytesRead + chunk.length, options.maxResponseBytes);
-        if (bytesRead >= options.maxResponseBytes) answered();
+        if (bytesRead >= options.maxResponseBytes) finish(outcome());
       });
-      res.on('end', answered);
+      res.on('end', () => finish(outcome(), true));
       // The endpoint closing mid-body still answered with its status.
-      res.on('error', answered);
-      res.on('close', answered);
+      res.on('error', () => finish(outcome()));
+      res.on('close', () => finish(outcome()));
     });
     const timer = setTimeout(
       () => fail(new Error(`no complete answer within ${options.timeoutMs} ms`)),
-      options.timeoutMs,
+      Math.max(0, deadline - Date.now()),
     );
     req.on('error', fail);
     req.end(payload);
   });
+}
+
+function isConnectionReset(err: Error): boolean {
+  const code = (err as NodeJS.ErrnoException).code;
+  return code === 'ECONNRESET' || code === 'EPIPE' || code === 'ECONNABORTED';
 }
 
 /**

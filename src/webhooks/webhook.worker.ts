@@ -6,18 +6,35 @@ import { BackgroundJob, Job } from '../lifecycle/background-job';
 import { DrainState } from '../lifecycle/drain-state';
 import { Metrics } from '../metrics/metrics';
 import { ClaimResult, claimantId, DueWork, DueWorkLoop } from '../outbox/due-work-loop';
-import { PreparedWebhook, WebhookDispatch } from './webhook-dispatch.service';
+import { PreparedWebhook, WebhookDispatch, WebhookOutcome } from './webhook-dispatch.service';
 import { signedHeaders } from './webhook-events';
-import { postWebhook, WEBHOOK_MAX_RESPONSE_BYTES, WEBHOOK_TIMEOUT_MS, WebhookHttpOutcome } from './webhook-http';
+import {
+  postWebhook,
+  WebhookConnections,
+  WEBHOOK_MAX_RESPONSE_BYTES,
+  WEBHOOK_TIMEOUT_MS,
+  WebhookHttpOutcome,
+} from './webhook-http';
 
-/** Webhook POSTs one replica makes at the same time. */
-export const MAX_CONCURRENT_POSTS = 16;
+/** Finished attempts recorded in one transaction at most. */
+const MAX_RECORD_BATCH = 256;
+
+/** An attempt that has ended, waiting to be recorded with the others that ended meanwhile. */
+interface Finished {
+  job: PreparedWebhook;
+  outcome: WebhookHttpOutcome;
+  recorded: () => void;
+}
 
 /**
- * The webhook worker of this replica (every replica runs one), on the outbox's DueWorkLoop: the
- * `webhooks` doorbell (deliveries were queued, on any replica), the next due retry or lapsing lease,
- * or the safety poll wake it. It claims due deliveries (SKIP LOCKED), POSTs each signed outside any
- * transaction, at most MAX_CONCURRENT_POSTS at once, and records the attempt.
+ * The webhook worker of this replica (every replica runs one unless ALCARTA_WEBHOOK_CONCURRENCY is
+ * 0), on the outbox's DueWorkLoop: the `webhooks` doorbell (deliveries were queued, on any
+ * replica), the next due retry or lapsing lease, or the safety poll wake it. It claims due
+ * deliveries (SKIP LOCKED), POSTs each signed outside any transaction, at most
+ * ALCARTA_WEBHOOK_CONCURRENCY at once, on kept-alive connections per endpoint origin, and records
+ * the attempts that ended while the previous batch was being recorded in one transaction. Claims
+ * and records use the worker's own small pool (ALCARTA_DB_WORKER_POOL_SIZE), so requests queued
+ * for the main pool do not delay delivery. A delivery's slot is free once its attempt is recorded.
  */
 @Job('work')
 @Injectable()
@@ -27,6 +44,9 @@ export class WebhookWorker implements DueWork, BackgroundJob {
   readonly replicaId = claimantId();
   private readonly logger = new Logger(WebhookWorker.name);
   private readonly inFlight = new Map<string, Promise<void>>();
+  private readonly finished: Finished[] = [];
+  private recording = false;
+  private readonly connections = new WebhookConnections();
   private readonly outcomes: Counter<'outcome'>;
   private readonly loop: DueWorkLoop;
 
@@ -47,7 +67,7 @@ export class WebhookWorker implements DueWork, BackgroundJob {
   }
 
   start(): void {
-    this.loop.start();
+    if (this.config.webhookConcurrency > 0) this.loop.start();
   }
 
   stop(): Promise<void> {
@@ -55,7 +75,7 @@ export class WebhookWorker implements DueWork, BackgroundJob {
   }
 
   async claimAndLaunch(): Promise<ClaimResult> {
-    const free = MAX_CONCURRENT_POSTS - this.inFlight.size;
+    const free = this.config.webhookConcurrency - this.inFlight.size;
     if (free <= 0) return 'full';
     // The lease (ALCARTA_WEBHOOK_LEASE_SECONDS, at least 15 s) outlasts one attempt (WEBHOOK_TIMEOUT_MS),
     // so while replicas are healthy nobody takes a delivery another is making; one that died mid-POST
@@ -72,11 +92,13 @@ export class WebhookWorker implements DueWork, BackgroundJob {
   private launch(job: PreparedWebhook): void {
     const id = job.delivery.id;
     const posting = this.post(job)
-      .catch((err: Error) => {
-        // The outcome could not be recorded (database trouble): the lease lapses and some replica
-        // delivers it again, with the same webhook-id.
-        this.logger.warn({ msg: 'webhook worker could not record an attempt', delivery_id: id, error: err.message });
-      })
+      .then(
+        (outcome) => this.record(job, outcome),
+        (err: Error) => {
+          // Nothing was recorded: the lease lapses and some replica delivers it again, same webhook-id.
+          this.logger.warn({ msg: 'webhook worker could not make an attempt', delivery_id: id, error: err.message });
+        },
+      )
       .finally(() => {
         this.inFlight.delete(id);
         this.loop.wake();
@@ -84,8 +106,9 @@ export class WebhookWorker implements DueWork, BackgroundJob {
     this.inFlight.set(id, posting);
   }
 
-  private async post(job: PreparedWebhook): Promise<void> {
-    const outcome: WebhookHttpOutcome = await postWebhook(
+  private post(job: PreparedWebhook): Promise<WebhookHttpOutcome> {
+    if (job.unsendable) return Promise.resolve({ kind: 'error', error: job.unsendable, refused: true, durationMs: 0 });
+    return postWebhook(
       job.url,
       job.body,
       { ...job.headers, ...signedHeaders(job.webhookId, job.body, job.secrets, new Date()) },
@@ -94,8 +117,45 @@ export class WebhookWorker implements DueWork, BackgroundJob {
         timeoutMs: WEBHOOK_TIMEOUT_MS,
         maxResponseBytes: WEBHOOK_MAX_RESPONSE_BYTES,
       },
+      this.connections,
     );
-    const recorded = await this.dispatch.recordOutcome(this.replicaId, job.delivery, outcome);
+  }
+
+  /** Resolves once the attempt is recorded (or could not be), with the others of its batch. */
+  private record(job: PreparedWebhook, outcome: WebhookHttpOutcome): Promise<void> {
+    return new Promise((recorded) => {
+      this.finished.push({ job, outcome, recorded });
+      void this.recordFinished();
+    });
+  }
+
+  /** One batch at a time: what ends while a batch is being recorded goes in the next one. */
+  private async recordFinished(): Promise<void> {
+    if (this.recording || this.finished.length === 0) return;
+    this.recording = true;
+    const batch = this.finished.splice(0, MAX_RECORD_BATCH);
+    try {
+      const recorded = await this.dispatch.recordOutcomes(
+        this.replicaId,
+        batch.map((f) => ({ delivery: f.job.delivery, outcome: f.outcome })),
+      );
+      batch.forEach((f, i) => this.report(f, recorded[i]));
+    } catch (err) {
+      // The outcomes could not be recorded (database trouble): the leases lapse and some replica
+      // delivers them again, with the same webhook-ids.
+      this.logger.warn({
+        msg: 'webhook worker could not record attempts',
+        delivery_ids: batch.map((f) => f.job.delivery.id),
+        error: (err as Error).message,
+      });
+    } finally {
+      for (const f of batch) f.recorded();
+      this.recording = false;
+      void this.recordFinished();
+    }
+  }
+
+  private report({ job, outcome }: Finished, recorded: WebhookOutcome): void {
     this.outcomes.inc({ outcome: recorded });
     this.logger.log({
       msg: 'webhook delivery attempt',

@@ -11,6 +11,14 @@
  * Both at RATE (1,000/s) and at LOW_RATE (100/s), so that the latency of delivery shows also
  * when ingest is not saturated.
  *
+ * The replica measured delivers every webhook. With PRODUCERS > 0 (default 1) the mail is ingested
+ * through the REST API of that many other replicas on the same database, whose webhook workers are
+ * off (ALCARTA_WEBHOOK_CONCURRENCY=0): they queue the deliveries in the event's transaction as any
+ * replica does, and the measured replica claims and POSTs them all. PRODUCERS=0: the measured
+ * replica ingests as well.
+ *
+ * BENCH_CPU_PROF=<dir> writes the servers' CPU profiles there (cpu-profile-preload.ts).
+ *
  * Also the server's RSS before and after, and the database cost: webhook_deliveries and
  * webhook_attempts rows and bytes per event. Ingest is paced open-loop (a request is due every
  * 1 / RATE s, at most IN_FLIGHT at a time: requests that would exceed it are counted as skipped).
@@ -21,6 +29,7 @@
 import { readFile } from 'node:fs/promises';
 import { createServer, Server } from 'node:http';
 import { AddressInfo } from 'node:net';
+import { join } from 'node:path';
 import { secretsKey } from '../support/connected-mailboxes';
 import { createTestDatabase, TestDatabase } from '../support/database';
 import { spawnServer, SpawnedServer } from '../support/spawned-server';
@@ -34,6 +43,11 @@ const LOW_RATE = Number(process.env.BENCH_LOW_RATE ?? 100);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 15);
 const IN_FLIGHT = Number(process.env.BENCH_IN_FLIGHT ?? 256);
 const MAILBOXES = 10;
+/** Replicas that ingest (their webhook workers off) beside the one measured; 0: it ingests itself. */
+const PRODUCERS = Number(process.env.BENCH_PRODUCERS ?? 1);
+/** Events queued while no replica delivers, then delivered by one (needs PRODUCERS > 0; 0: skipped). */
+const BACKLOG = Number(process.env.BENCH_BACKLOG ?? 5000);
+const PROFILE_DIR = process.env.BENCH_CPU_PROF;
 /** How long the deliveries may take to drain after the last ingest. */
 const DRAIN_MS = Number(process.env.BENCH_DRAIN_SECONDS ?? 300) * 1000;
 
@@ -80,10 +94,10 @@ async function post(url: string, body: unknown): Promise<{ status: number; body:
   return { status: res.status, body: text ? JSON.parse(text) : {} };
 }
 
-/** The server process's resident set size in MiB (Linux /proc). */
-async function rssMiB(pid: number): Promise<number> {
+/** The server process's resident set size in MiB (Linux /proc): now (VmRSS) or its peak (VmHWM). */
+async function rssMiB(pid: number, which: 'VmRSS' | 'VmHWM' = 'VmRSS'): Promise<number> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8');
-  return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) / 1024;
+  return Number(new RegExp(`${which}:\\s+(\\d+) kB`).exec(status)![1]) / 1024;
 }
 
 interface IngestRun {
@@ -94,8 +108,11 @@ interface IngestRun {
   messageIds: string[];
 }
 
-/** Ingests at `rate` messages/s for SECONDS s, round-robin over `mailboxes`, at most IN_FLIGHT at a time. */
-async function ingestPaced(server: SpawnedServer, mailboxes: string[], rate: number): Promise<IngestRun> {
+/**
+ * Ingests at `rate` messages/s for SECONDS s, round-robin over `mailboxes` and over the `ingest`
+ * replicas, at most IN_FLIGHT at a time.
+ */
+async function ingestPaced(ingest: SpawnedServer[], mailboxes: string[], rate: number): Promise<IngestRun> {
   const latencies: number[] = [];
   const messageIds: string[] = [];
   const pending = new Set<Promise<void>>();
@@ -112,15 +129,9 @@ async function ingestPaced(server: SpawnedServer, mailboxes: string[], rate: num
       continue;
     }
     const sent = performance.now();
-    const p = post(`${server.url}/v1/mailboxes/${mailboxes[i % mailboxes.length]}/messages`, {
-      from: 'bench@sender.test',
-      to: ['agent@example.com'],
-      subject: `bench ${i}`,
-      text: 'Hello there',
-    }).then((res) => {
-      if (res.status !== 201) throw new Error(`ingest failed: ${res.status} ${JSON.stringify(res.body)}`);
+    const p = ingestOne(ingest, mailboxes, i).then((messageId) => {
       latencies.push(performance.now() - sent);
-      messageIds.push(res.body.message_id as string);
+      messageIds.push(messageId);
     });
     pending.add(p);
     void p.finally(() => pending.delete(p)).catch(() => undefined);
@@ -128,6 +139,58 @@ async function ingestPaced(server: SpawnedServer, mailboxes: string[], rate: num
   await Promise.all(pending);
   const seconds = (performance.now() - started) / 1000;
   return { sent: messageIds.length, skipped, seconds, latencies: latencies.sort((a, b) => a - b), messageIds };
+}
+
+/** Message `i` of a run, over REST, round-robin over the replicas and mailboxes; its message id. */
+async function ingestOne(ingest: SpawnedServer[], mailboxes: string[], i: number): Promise<string> {
+  const res = await post(`${ingest[i % ingest.length].url}/v1/mailboxes/${mailboxes[i % mailboxes.length]}/messages`, {
+    from: 'bench@sender.test',
+    to: ['agent@example.com'],
+    subject: `bench ${i}`,
+    text: 'Hello there',
+  });
+  if (res.status !== 201) throw new Error(`ingest failed: ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body.message_id as string;
+}
+
+/** `total` messages as fast as the replicas take them, 64 at a time; their message ids. */
+async function ingestAll(ingest: SpawnedServer[], mailboxes: string[], total: number): Promise<string[]> {
+  const ids: string[] = [];
+  let next = 0;
+  const lane = async () => {
+    while (next < total) ids.push(await ingestOne(ingest, mailboxes, next++));
+  };
+  await Promise.all(Array.from({ length: 64 }, lane));
+  return ids;
+}
+
+/**
+ * The delivery engine alone: BACKLOG events ingested over REST on the producers while no replica
+ * delivers, then one replica started that delivers them all. Its rate is events over the time from
+ * the first POST at a receiver to the last. Returns that replica.
+ */
+async function backlog(
+  env: Record<string, string>,
+  producers: SpawnedServer[],
+  hooked: string[],
+): Promise<SpawnedServer> {
+  const ids = await ingestAll(producers, hooked, BACKLOG);
+  const deliverer = await spawnServer(env);
+  const ready = Date.now();
+  await waitFor('the backlog to reach the receivers', () => ids.every((id) => receipts.has(id)), {
+    timeoutMs: DRAIN_MS,
+    intervalMs: 100,
+  });
+  const times = ids.map((id) => arrivals.get(id)!).sort((a, b) => a - b);
+  const seconds = (times[times.length - 1] - times[0]) / 1000;
+  const rate = ids.length / seconds;
+  rows.push([
+    'backlog delivered by one replica',
+    `${count(ids.length)} events ingested over REST on ${PRODUCERS} other replica${PRODUCERS > 1 ? 's' : ''} while none delivered, then 1 replica started, ${MAILBOXES} receivers`,
+    `${count(ids.length)} delivered at ${rate.toFixed(0)}/s (${seconds.toFixed(1)} s from the first POST to the last; the last ${((times[times.length - 1] - ready) / 1000).toFixed(1)} s after the replica was ready); its RSS ${(await rssMiB(deliverer.pid)).toFixed(0)} MiB, peak ${(await rssMiB(deliverer.pid, 'VmHWM')).toFixed(0)} MiB`,
+    rate >= 1000 ? 'met (1,000/s)' : 'MISSED (1,000/s)',
+  ]);
+  return deliverer;
 }
 
 async function createMailboxes(server: SpawnedServer, prefix: string): Promise<string[]> {
@@ -148,15 +211,17 @@ async function tableCost(db: TestDatabase, table: string): Promise<{ rows: numbe
 }
 
 /** One rate: ingest without endpoints, then with, then waits for every delivery. */
-async function phase(server: SpawnedServer, plain: string[], hooked: string[], rate: number): Promise<void> {
-  const setup = `1 replica, ${rate}/s target for ${SECONDS} s, ${MAILBOXES} mailboxes`;
+async function phase(ingest: SpawnedServer[], plain: string[], hooked: string[], rate: number): Promise<void> {
+  const replicas =
+    PRODUCERS > 0 ? `1 replica delivering, REST ingest on ${PRODUCERS} other${PRODUCERS > 1 ? 's' : ''}` : '1 replica';
+  const setup = `${replicas}, ${rate}/s target for ${SECONDS} s, ${MAILBOXES} mailboxes`;
   const ingestText = (run: IngestRun) =>
     `${count(run.sent)} ingested at ${(run.sent / run.seconds).toFixed(0)}/s (${count(run.skipped)} skipped at ${IN_FLIGHT} in flight); ingest ${latencyText(run.latencies)}`;
-  const without = await ingestPaced(server, plain, rate);
+  const without = await ingestPaced(ingest, plain, rate);
   rows.push(['REST ingest, no endpoints', setup, ingestText(without), '—']);
 
   const started = Date.now();
-  const withHooks = await ingestPaced(server, hooked, rate);
+  const withHooks = await ingestPaced(ingest, hooked, rate);
   rows.push(['REST ingest, 1 endpoint per mailbox', setup, ingestText(withHooks), '—']);
   const ingested = Date.now();
   await waitFor('every event to reach its receiver', () => withHooks.messageIds.every((id) => receipts.has(id)), {
@@ -189,7 +254,7 @@ async function main(): Promise<void> {
   const releaseDatabase = await databaseServer();
   const db = await createTestDatabase();
   const receivers = await Promise.all(Array.from({ length: MAILBOXES }, () => startReceiver()));
-  const server = await spawnServer({
+  const env = {
     DATABASE_URL: db.url,
     ALCARTA_BOOTSTRAP_TOKEN: token,
     ALCARTA_LOG_LEVEL: 'warn',
@@ -197,7 +262,13 @@ async function main(): Promise<void> {
     ALCARTA_RATE_LIMIT_PER_SECOND: '0',
     ALCARTA_SECRETS_KEY: secretsKey(),
     ALCARTA_WEBHOOK_ALLOWED_HOSTS: '127.0.0.1',
-  });
+    ...(PROFILE_DIR ? { NODE_OPTIONS: `--require ${join(__dirname, 'cpu-profile-preload.js')}` } : {}),
+  };
+  // The replica measured: default webhook settings (ALCARTA_WEBHOOK_CONCURRENCY, ALCARTA_DB_WORKER_POOL_SIZE).
+  let server = await spawnServer(env);
+  const producers: SpawnedServer[] = [];
+  for (let i = 0; i < PRODUCERS; i++) producers.push(await spawnServer({ ...env, ALCARTA_WEBHOOK_CONCURRENCY: '0' }));
+  const ingest = producers.length > 0 ? producers : [server];
   try {
     const plain = await createMailboxes(server, 'plain');
     const hooked = await createMailboxes(server, 'hooked');
@@ -210,14 +281,18 @@ async function main(): Promise<void> {
       if (res.status !== 201) throw new Error(`webhook: ${res.status} ${JSON.stringify(res.body)}`);
     }
     const rssBefore = await rssMiB(server.pid);
-    for (const rate of [RATE, LOW_RATE]) await phase(server, plain, hooked, rate);
+    for (const rate of [RATE, LOW_RATE]) await phase(ingest, plain, hooked, rate);
     const rssAfter = await rssMiB(server.pid);
     rows.push([
-      'server RSS',
+      'RSS of the replica delivering',
       'both rates',
       `${rssBefore.toFixed(0)} MiB before, ${rssAfter.toFixed(0)} MiB after`,
       '—',
     ]);
+    if (PRODUCERS > 0 && BACKLOG > 0) {
+      await server.stop();
+      server = await backlog(env, producers, hooked);
+    }
     const deliveries = await tableCost(db, 'webhook_deliveries');
     const attempts = await tableCost(db, 'webhook_attempts');
     const events = receipts.size;
@@ -229,7 +304,7 @@ async function main(): Promise<void> {
       '—',
     ]);
   } finally {
-    await server.stop();
+    await Promise.all([server, ...producers].map((s) => s.stop()));
     await Promise.all(receivers.map((r) => new Promise((resolve) => r.server.close(resolve))));
     await db.drop();
     await releaseDatabase();

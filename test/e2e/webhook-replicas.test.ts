@@ -17,6 +17,8 @@ const LEASE_SECONDS = 15;
  */
 describe('webhooks across server processes', () => {
   const secret = randomSecret();
+  /** One key for every replica: each opens the signing secrets the others sealed. */
+  const key = secretsKey();
   let db: TestDatabase;
   let receiver: WebhookReceiver;
   let replicas: ReplicaSet;
@@ -28,7 +30,7 @@ describe('webhooks across server processes', () => {
     receiver = await WebhookReceiver.start();
     replicas = new ReplicaSet(db.url, secret, {
       ALCARTA_SMTP_PORT: 'off',
-      ALCARTA_SECRETS_KEY: secretsKey(),
+      ALCARTA_SECRETS_KEY: key,
       ALCARTA_WEBHOOK_ALLOWED_HOSTS: '127.0.0.1',
       ALCARTA_WEBHOOK_LEASE_SECONDS: String(LEASE_SECONDS),
       ALCARTA_RATE_LIMIT_PER_SECOND: '0',
@@ -90,5 +92,42 @@ describe('webhooks across server processes', () => {
       [first.id, first.id],
     );
     assert.equal(posts[1].raw, first.raw);
+  });
+
+  it('a replica with ALCARTA_WEBHOOK_CONCURRENCY=0 queues deliveries with its events, and the others POST them', async () => {
+    const ingestOnly = new ReplicaSet(db.url, secret, {
+      ALCARTA_SMTP_PORT: 'off',
+      ALCARTA_SECRETS_KEY: key,
+      ALCARTA_WEBHOOK_ALLOWED_HOSTS: '127.0.0.1',
+      ALCARTA_RATE_LIMIT_PER_SECOND: '0',
+      ALCARTA_LOG_LEVEL: 'warn',
+      ALCARTA_WEBHOOK_CONCURRENCY: '0',
+    });
+    try {
+      const c = await ingestOnly.start('C');
+      const mailbox = await createMailbox(c.admin);
+      const created = await c.admin.post('/v1/webhooks', {
+        url: receiver.url('/elsewhere'),
+        events: ['message_received'],
+        mailbox_ids: [mailbox],
+      });
+      assert.equal(created.status, 201, JSON.stringify(created.body));
+      receiver.expectSecrets('/elsewhere', created.body.secret as string);
+      receiver.answer = () => 204;
+      for (let i = 0; i < 5; i++) await ingest(c.admin, mailbox);
+      await waitFor('the five events to be POSTed', () => receiver.to('/elsewhere').length >= 5);
+      const attempts = async (replica: Replica) => {
+        const text = await (await fetch(new URL('/metrics', replica.server.url))).text();
+        return Number(/^alcarta_webhook_deliveries_total\{outcome="delivered"\} (\d+)$/m.exec(text)?.[1] ?? 0);
+      };
+      assert.equal(await attempts(c), 0, 'the replica that ingested POSTed none');
+      const others = await Promise.all(replicas.running.map(attempts));
+      assert.ok(
+        others.reduce((sum, n) => sum + n, 0) >= 5,
+        `the running replicas delivered them: ${JSON.stringify(others)}`,
+      );
+    } finally {
+      await ingestOnly.stopAll();
+    }
   });
 });

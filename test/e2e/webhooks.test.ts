@@ -275,6 +275,28 @@ describe('webhooks', () => {
     receiver.answer = () => 204;
   });
 
+  it('an endpoint whose secret cannot be opened gets failed attempts, and holds up no other endpoint', async () => {
+    const broken = await createEndpoint({ events: ['message_received'] });
+    const healthy = await createEndpoint({ events: ['message_received'] });
+    // As if sealed with a key this server does not have (a replica started with another ALCARTA_SECRETS_KEY).
+    await server.db.query(
+      `UPDATE webhook_endpoints SET secret_sealed = regexp_replace(secret_sealed, '^v1\.[^.]+\.', 'v1.deadbeef.')
+        WHERE id = $1`,
+      [broken.id],
+    );
+    await ingest(server.admin, mailbox);
+    await waitFor('the healthy endpoint served', () => receiver.to(healthy.path).length === 1);
+    const [delivery] = await waitFor('a failed attempt recorded', async () => {
+      const list = await deliveries(broken.id);
+      return list[0]?.attempts.length >= 1 ? list : undefined;
+    });
+    assert.equal(delivery.status, 'retrying');
+    assert.equal(delivery.attempts[0].status_code, null);
+    assert.match(delivery.attempts[0].error, /^not sent: a secret was sealed with key deadbeef/);
+    assert.equal(receiver.to(broken.path).length, 0);
+    assert.equal((await server.admin.delete(`/v1/webhooks/${broken.id}`)).status, 204);
+  });
+
   it('410 disables the endpoint with a webhook_disabled event, and it gets nothing more', async () => {
     const hook = await createEndpoint({ events: ['message_received'] });
     receiver.answer = (r) => (r.path === hook.path ? 410 : 204);
