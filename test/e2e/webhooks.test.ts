@@ -280,7 +280,7 @@ describe('webhooks', () => {
     const healthy = await createEndpoint({ events: ['message_received'] });
     // As if sealed with a key this server does not have (a replica started with another ALCARTA_SECRETS_KEY).
     await server.db.query(
-      `UPDATE webhook_endpoints SET secret_sealed = regexp_replace(secret_sealed, '^v1\.[^.]+\.', 'v1.deadbeef.')
+      `UPDATE webhook_endpoints SET secret_sealed = regexp_replace(secret_sealed, '^v1[.][^.]+[.]', 'v1.deadbeef.')
         WHERE id = $1`,
       [broken.id],
     );
