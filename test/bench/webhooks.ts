@@ -17,6 +17,12 @@
  * replica does, and the measured replica claims and POSTs them all. PRODUCERS=0: the measured
  * replica ingests as well.
  *
+ * SMTP fan-out (with producers): RATE / MAILBOXES messages/s for SECONDS s over SMTP to a producer,
+ * each addressed to all MAILBOXES mailboxes with an endpoint, as mail to a team of agents is: each
+ * message is stored once per mailbox in one transaction, so it makes MAILBOXES message_received
+ * events, one for each endpoint. RATE events/s fanned out to the 10 endpoints, made by the product's
+ * own SMTP ingest [1,000 events/s delivered, p99 ≤ 2 s].
+ *
  * BENCH_CPU_PROF=<dir> writes the servers' CPU profiles there (cpu-profile-preload.ts).
  *
  * Also the server's RSS before and after, and the database cost: webhook_deliveries and
@@ -27,12 +33,13 @@
  * signatures (test/e2e/webhooks.test.ts does), so that the bench process spends little CPU.
  */
 import { readFile } from 'node:fs/promises';
+import { createTransport } from 'nodemailer';
 import { createServer, Server } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { secretsKey } from '../support/connected-mailboxes';
 import { createTestDatabase, TestDatabase } from '../support/database';
-import { spawnServer, SpawnedServer } from '../support/spawned-server';
+import { freePort, spawnServer, SpawnedServer } from '../support/spawned-server';
 import { randomSecret } from '../support/test-server';
 import { waitFor } from '../support/wait-for';
 import { BenchRow, count, databaseServer, percentile, printTable, runBenchmark } from './report';
@@ -65,6 +72,9 @@ interface Receiver {
 const receipts = new Map<string, number>();
 /** When (Date.now()) each message's POST arrived, by message id. */
 const arrivals = new Map<string, number>();
+/** The message ids of the SMTP fan-out's messages (their subject says so), in order of receipt. */
+const fannedOut: string[] = [];
+const FANOUT_SUBJECT = 'fan-out ';
 
 async function startReceiver(): Promise<Receiver> {
   const server = createServer((req, res) => {
@@ -72,10 +82,15 @@ async function startReceiver(): Promise<Receiver> {
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const now = Date.now();
-      const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { message_id: string; received_at: string };
+      const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
+        message_id: string;
+        received_at: string;
+        subject: string;
+      };
       if (!receipts.has(body.message_id)) {
         receipts.set(body.message_id, now - Date.parse(body.received_at));
         arrivals.set(body.message_id, now);
+        if (body.subject.startsWith(FANOUT_SUBJECT)) fannedOut.push(body.message_id);
       }
       res.writeHead(204).end();
     });
@@ -250,6 +265,73 @@ async function phase(ingest: SpawnedServer[], plain: string[], hooked: string[],
   ]);
 }
 
+/**
+ * RATE events/s over SMTP: RATE / MAILBOXES messages/s to a producer's SMTP port, each to every
+ * mailbox with an endpoint (paced open-loop over 16 pooled connections, at most IN_FLIGHT
+ * messages open), then the latency of every delivery from its event's `received_at`.
+ */
+async function smtpFanOut(smtpPort: number, addresses: string[]): Promise<void> {
+  const transport = createTransport({
+    pool: true,
+    maxConnections: 16,
+    maxMessages: Infinity,
+    host: '127.0.0.1',
+    port: smtpPort,
+    secure: false,
+    ignoreTLS: true,
+  });
+  const messagesPerSecond = RATE / addresses.length;
+  const total = Math.round(messagesPerSecond * SECONDS);
+  try {
+    // Warm-up: opens the pool's connections (each pays smtp-server's greeting delay once).
+    await Promise.all(
+      Array.from({ length: 16 }, () =>
+        transport.sendMail({ from: 'bench@sender.test', to: addresses[0], subject: 'warm', text: 'warm' }),
+      ),
+    );
+    const pending = new Set<Promise<unknown>>();
+    let skipped = 0;
+    let sent = 0;
+    const started = performance.now();
+    const startedAt = Date.now();
+    for (let i = 0; i < total; i++) {
+      const wait = started + (i * 1000) / messagesPerSecond - performance.now();
+      // Pacing, not synchronisation: the next message is not due yet.
+      if (wait > 1) await new Promise((resolve) => setTimeout(resolve, wait));
+      if (pending.size >= IN_FLIGHT) {
+        skipped++;
+        continue;
+      }
+      const p = transport
+        .sendMail({ from: 'bench@sender.test', to: addresses, subject: `${FANOUT_SUBJECT}${i}`, text: 'Hello there' })
+        .then(() => sent++);
+      pending.add(p);
+      void p.finally(() => pending.delete(p)).catch(() => undefined);
+    }
+    await Promise.all(pending);
+    const sendSeconds = (performance.now() - started) / 1000;
+    const expected = sent * addresses.length;
+    await waitFor('every fanned-out event to reach its receiver', () => fannedOut.length >= expected, {
+      timeoutMs: DRAIN_MS,
+      intervalMs: 100,
+    });
+    const latencies = fannedOut.map((id) => receipts.get(id)!).sort((a, b) => a - b);
+    const lastArrival = Math.max(...fannedOut.map((id) => arrivals.get(id)!));
+    const drained = (lastArrival - startedAt) / 1000;
+    const deliveredRate = latencies.length / drained;
+    const p99 = percentile(latencies, 99);
+    const met = deliveredRate >= 1000 * 0.95 && p99 <= 2000;
+    rows.push([
+      'SMTP fan-out: received_at → POST at the receiver',
+      `1 replica delivering, SMTP on 1 other: ${messagesPerSecond}/s messages each to the ${addresses.length} mailboxes with endpoints (${RATE} events/s) for ${SECONDS} s, 16 connections (nodemailer)`,
+      `${count(sent)} messages sent at ${(sent / sendSeconds).toFixed(0)}/s (${count(skipped)} skipped at ${IN_FLIGHT} open); ${count(latencies.length)} events delivered in ${drained.toFixed(1)} s (${deliveredRate.toFixed(0)}/s); ${latencyText(latencies)}, max ${ms(latencies[latencies.length - 1])}`,
+      met ? 'met (1,000 events/s, p99 ≤ 2 s)' : 'MISSED (1,000 events/s, p99 ≤ 2 s)',
+    ]);
+  } finally {
+    transport.close();
+  }
+}
+
 async function main(): Promise<void> {
   const releaseDatabase = await databaseServer();
   const db = await createTestDatabase();
@@ -267,11 +349,22 @@ async function main(): Promise<void> {
   // The replica measured: default webhook settings (ALCARTA_WEBHOOK_CONCURRENCY, ALCARTA_DB_WORKER_POOL_SIZE).
   let server = await spawnServer(env);
   const producers: SpawnedServer[] = [];
-  for (let i = 0; i < PRODUCERS; i++) producers.push(await spawnServer({ ...env, ALCARTA_WEBHOOK_CONCURRENCY: '0' }));
+  // The first producer also listens for SMTP (the fan-out run).
+  const smtpPort = await freePort();
+  for (let i = 0; i < PRODUCERS; i++) {
+    producers.push(
+      await spawnServer({
+        ...env,
+        ALCARTA_WEBHOOK_CONCURRENCY: '0',
+        ...(i === 0 ? { ALCARTA_SMTP_PORT: String(smtpPort), ALCARTA_SMTP_MAX_CLIENTS: '100' } : {}),
+      }),
+    );
+  }
   const ingest = producers.length > 0 ? producers : [server];
   try {
     const plain = await createMailboxes(server, 'plain');
     const hooked = await createMailboxes(server, 'hooked');
+    const hookedAddresses = hooked.map((_, i) => `hooked-${i}@example.com`);
     for (let i = 0; i < MAILBOXES; i++) {
       const res = await post(`${server.url}/v1/webhooks`, {
         url: receivers[i].url,
@@ -282,6 +375,7 @@ async function main(): Promise<void> {
     }
     const rssBefore = await rssMiB(server.pid);
     for (const rate of [RATE, LOW_RATE]) await phase(ingest, plain, hooked, rate);
+    if (PRODUCERS > 0) await smtpFanOut(smtpPort, hookedAddresses);
     const rssAfter = await rssMiB(server.pid);
     rows.push([
       'RSS of the replica delivering',
