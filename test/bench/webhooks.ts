@@ -379,7 +379,7 @@ async function main(): Promise<void> {
     const rssAfter = await rssMiB(server.pid);
     rows.push([
       'RSS of the replica delivering',
-      'both rates',
+      PRODUCERS > 0 ? 'both rates and the SMTP fan-out' : 'both rates',
       `${rssBefore.toFixed(0)} MiB before, ${rssAfter.toFixed(0)} MiB after`,
       '—',
     ]);
