@@ -8,7 +8,7 @@ import { SecretBox } from '../secrets/secret-box';
 import { EventFeedService, FeedPage } from '../waits/event-feed.service';
 import { eventType, EVENT_TYPES, EventName } from '../waits/event-feed-types';
 import { WebhookDeliveryRepository } from '../webhooks/webhook-delivery.repository';
-import { WebhookEndpointEntity } from '../webhooks/webhook-endpoint.entity';
+import { newWebhookEndpoint, WebhookEndpointEntity } from '../webhooks/webhook-endpoint.entity';
 import { WebhookEndpointRepository } from '../webhooks/webhook-endpoint.repository';
 import { assertWebhookUrl, failureCategory } from '../webhooks/webhook-http';
 import { CallbackVerification } from './callback-verification';
@@ -196,7 +196,7 @@ export class EventSubscriptionService {
   ): Promise<SubscribeResult> {
     const now = await databaseNow(manager);
     const expiresAt = grantedExpiry(request.ttlMs, now);
-    const endpoint = Object.assign(new WebhookEndpointEntity(), {
+    const endpoint = newWebhookEndpoint({
       id,
       kind: 'events_subscription',
       url: request.url,
@@ -204,12 +204,6 @@ export class EventSubscriptionService {
       mailboxIds: [],
       description: null,
       secretSealed: this.box.seal(request.secret),
-      previousSecretSealed: null,
-      previousSecretExpiresAt: null,
-      enabled: true,
-      disabledAt: null,
-      disabledReason: null,
-      failingSince: null,
       expiresAt,
       createdBy: caller.tokenId,
     });

@@ -73,3 +73,24 @@ export class WebhookEndpointEntity {
   @Column({ name: 'updated_at', type: 'timestamptz', default: () => 'now()' })
   updatedAt: Date;
 }
+
+/** A new endpoint: enabled, never failed, no previous secret; REST endpoints never expire. */
+export function newWebhookEndpoint(
+  fields: Pick<
+    WebhookEndpointEntity,
+    'id' | 'url' | 'events' | 'mailboxIds' | 'description' | 'secretSealed' | 'createdBy'
+  > &
+    Partial<Pick<WebhookEndpointEntity, 'kind' | 'expiresAt'>>,
+): WebhookEndpointEntity {
+  return Object.assign(new WebhookEndpointEntity(), {
+    kind: 'endpoint',
+    expiresAt: null,
+    previousSecretSealed: null,
+    previousSecretExpiresAt: null,
+    enabled: true,
+    disabledAt: null,
+    disabledReason: null,
+    failingSince: null,
+    ...fields,
+  });
+}

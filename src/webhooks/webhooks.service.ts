@@ -12,7 +12,7 @@ import { SecretBox } from '../secrets/secret-box';
 import { CreateWebhookDto, ReplayWebhookDto, UpdateWebhookDto } from './dto/webhook.dto';
 import { WebhookDeliveryRepository } from './webhook-delivery.repository';
 import { EndpointChanges, WebhookEndpointRepository } from './webhook-endpoint.repository';
-import { WebhookEndpointEntity } from './webhook-endpoint.entity';
+import { newWebhookEndpoint, WebhookEndpointEntity } from './webhook-endpoint.entity';
 import { isWebhookEventType, newWebhookSecret, WEBHOOK_EVENT_TYPES } from './webhook-events';
 import { assertWebhookUrl } from './webhook-http';
 import { deliveryView, webhookView } from './webhook.views';
@@ -51,19 +51,13 @@ export class WebhooksService {
     checkEvents(body.events);
     const mailboxIds = await this.reachableMailboxes(caller, body.mailbox_ids);
     const secret = newWebhookSecret();
-    const endpoint = Object.assign(new WebhookEndpointEntity(), {
+    const endpoint = newWebhookEndpoint({
       id: newId('whk'),
       url: body.url,
       events: [...new Set(body.events)],
       mailboxIds,
       description: body.description ?? null,
       secretSealed: this.box.seal(secret),
-      previousSecretSealed: null,
-      previousSecretExpiresAt: null,
-      enabled: true,
-      disabledAt: null,
-      disabledReason: null,
-      failingSince: null,
       createdBy: caller.tokenId,
     });
     const created = await this.dataSource.transaction(async (manager) => {
