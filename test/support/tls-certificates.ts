@@ -34,23 +34,7 @@ export async function testCertificate(): Promise<TestCertificate> {
   const dir = await mkdtemp(join(tmpdir(), 'alcarta-tls-'));
   const certFile = join(dir, 'cert.pem');
   const keyFile = join(dir, 'key.pem');
-  await openssl([
-    'req',
-    '-x509',
-    '-newkey',
-    'rsa:2048',
-    '-nodes',
-    '-days',
-    '1',
-    '-subj',
-    '/CN=localhost',
-    '-addext',
-    LOOPBACK_NAMES,
-    '-keyout',
-    keyFile,
-    '-out',
-    certFile,
-  ]);
+  await selfSigned('/CN=localhost', [LOOPBACK_NAMES], keyFile, certFile);
   return { dir, certFile, keyFile };
 }
 
@@ -58,25 +42,12 @@ export async function testCertificate(): Promise<TestCertificate> {
 export async function testCertificateAuthority(): Promise<TestCertificateAuthority> {
   const dir = await mkdtemp(join(tmpdir(), 'alcarta-tls-ca-'));
   const file = (name: string) => join(dir, name);
-  await openssl([
-    'req',
-    '-x509',
-    '-newkey',
-    'rsa:2048',
-    '-nodes',
-    '-days',
-    '1',
-    '-subj',
+  await selfSigned(
     '/CN=Alcarta test CA',
-    '-addext',
-    'basicConstraints=critical,CA:TRUE',
-    '-addext',
-    'keyUsage=critical,keyCertSign,cRLSign',
-    '-keyout',
+    ['basicConstraints=critical,CA:TRUE', 'keyUsage=critical,keyCertSign,cRLSign'],
     file('ca-key.pem'),
-    '-out',
     file('ca.pem'),
-  ]);
+  );
   await openssl([
     'req',
     '-newkey',
@@ -119,6 +90,26 @@ export async function testCertificateAuthority(): Promise<TestCertificateAuthori
     certFile: file('cert.pem'),
     keyFile: file('key.pem'),
   };
+}
+
+/** A new RSA key and a self-signed certificate for a day, with `subject` and `extensions`. */
+async function selfSigned(subject: string, extensions: string[], keyFile: string, certFile: string): Promise<void> {
+  await openssl([
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-days',
+    '1',
+    '-subj',
+    subject,
+    ...extensions.flatMap((extension) => ['-addext', extension]),
+    '-keyout',
+    keyFile,
+    '-out',
+    certFile,
+  ]);
 }
 
 async function openssl(args: string[]): Promise<void> {
